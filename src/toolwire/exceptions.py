@@ -1,0 +1,116 @@
+"""The exception hierarchy.
+
+    ToolwireError
+    ├── UserError                   misuse of the API; the message says what to do instead
+    ├── ProviderError               anything the provider side did wrong
+    │   ├── ProviderHTTPError       an HTTP error status before streaming began (status, body, message)
+    │   ├── ProviderConnectionError could not connect, or the connection failed before the first byte
+    │   ├── ProviderTimeoutError    no answer within the timeout
+    │   └── StreamError             the stream began but did not end well; carries the partial message
+    │       ├── ProviderStreamError the provider reported an error inside the stream
+    │       └── StreamInterruptedError the connection dropped or the body was malformed mid-stream
+    ├── MaxStepsExceeded            the agent loop hit `max_steps`; carries the history so far
+    └── ToolError                   raise inside a tool to send a clean error message to the model
+
+Provider and transport errors are converted at the wire edge (`raise ... from exc`), so callers only
+ever catch toolwire types.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .messages import Message
+
+__all__ = [
+    "MaxStepsExceeded",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "ProviderStreamError",
+    "ProviderTimeoutError",
+    "StreamError",
+    "StreamInterruptedError",
+    "ToolError",
+    "ToolwireError",
+    "UserError",
+]
+
+
+class ToolwireError(Exception):
+    """Root of every error toolwire raises."""
+
+
+class UserError(ToolwireError):
+    """The library was used in a way it cannot support; the message says how to fix the call."""
+
+
+class ProviderError(ToolwireError):
+    """The provider could not be reached or answered with an error."""
+
+    def __init__(self, message: str, *, provider: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with an HTTP error status before streaming began."""
+
+    def __init__(self, message: str, *, provider: str | None, status_code: int, body: str) -> None:
+        super().__init__(message, provider=provider)
+        self.status_code = status_code
+        self.body = body
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached (after the configured retries)."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider did not answer within the timeout."""
+
+
+class StreamError(ProviderError):
+    """A response stream began but did not complete normally.
+
+    `partial_message` holds everything assembled before the failure: finished text and calls are kept,
+    calls that were cut off are `InvalidToolCallPart`s, so nothing completed is lost and nothing
+    incomplete can run.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        error_type: str = "stream_error",
+        partial_message: Message | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider)
+        self.error_type = error_type
+        self.partial_message = partial_message
+
+
+class ProviderStreamError(StreamError):
+    """The provider sent an error inside the stream (rate limit, overload, invalid tool generation...)."""
+
+
+class StreamInterruptedError(StreamError):
+    """The connection dropped, or the body stopped making sense, before the response completed."""
+
+
+class MaxStepsExceeded(ToolwireError):
+    """The agent ran `max_steps` model requests without reaching a final answer.
+
+    `messages` holds the run's new messages so far; the history they form is valid (every call answered).
+    """
+
+    def __init__(self, message: str, *, messages: list[Message]) -> None:
+        super().__init__(message)
+        self.messages = messages
+
+
+class ToolError(ToolwireError):
+    """Raise inside a tool to report a failure to the model with exactly this message (no traceback)."""

@@ -1,0 +1,295 @@
+"""OpenAI Chat Completions, and every host that speaks it (OpenRouter, Groq, DeepSeek, xAI, vLLM...).
+
+Streaming shape: `chat.completion.chunk` objects over SSE. Tool calls arrive as partial entries in
+`choices[0].delta.tool_calls`, merged by `index`; the first entry of a call carries `id` and name.
+
+What real streams do, and how this module answers (each case has a recorded fixture in the tests):
+- a final usage-only chunk with `choices: []` (`stream_options.include_usage`): usage is read from any
+  chunk that has it, the last one wins;
+- unknown fields (`obfuscation`, `x_groq`, `prompt_token_ids`, `channel`...): ignored;
+- `reasoning` / `reasoning_content` (Groq, Ollama, OpenRouter, DeepSeek, Z.ai) become thinking;
+  OpenRouter's `reasoning_details` repeats the same text and is not read twice;
+- `: comment` lines and a missing `data: [DONE]`: fine; the finish reason is the completion signal;
+- an error inside the stream, either as `event: error` with `{"error": {...}}` (Groq) or as an `error`
+  field on a chunk (OpenRouter): an error finish, open calls invalid;
+- `finish_reason: "stop"` on a response that called tools (Gemini's and Ollama's compatible endpoints):
+  reported as `tool_calls`;
+- whole calls with an empty `id` (Gemini compat), several in one chunk: each gets its own generated id.
+
+Call identity, decided from the data, never from the host's name: an entry continues the call at its
+`index` unless it carries a different non-empty id, or a name while that call already has one and the
+entry has no id (a complete call without id: a new call). Without `index` (Mistral), the id decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from .._accumulate import Accumulator, ToolCallBuilder
+from ..events import FinishReason, Usage
+from ..messages import (
+    FilePart,
+    InvalidToolCallPart,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from ..settings import ModelSettings, merge_extra
+from ..tools import ToolDefinition
+from ._base import SSEParser, StreamParser, WireProtocol
+
+__all__ = ["OpenAIChatParser", "Protocol", "map_finish_reason", "result_content"]
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "eos": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "model_length": "length",
+    "max_tokens": "length",
+    "content_filter": "content_filter",
+    "error": "error",
+}
+
+
+def map_finish_reason(raw: str) -> FinishReason:
+    return _FINISH.get(raw, "stop")
+
+
+def result_content(part: ToolResultPart) -> str:
+    """A tool result as the string these APIs expect: strings as they are, anything else as JSON."""
+    if isinstance(part.result, str):
+        return part.result
+    return orjson.dumps(part.result).decode()
+
+
+def read_usage(usage: dict[str, Any]) -> Usage:
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=usage.get("prompt_tokens"),
+        output_tokens=usage.get("completion_tokens"),
+        cache_read_tokens=prompt_details.get("cached_tokens"),
+        reasoning_tokens=completion_details.get("reasoning_tokens"),
+    )
+
+
+class OpenAIChatParser(SSEParser):
+    """Chunks → accumulator. Subclasses (Mistral) override `on_content` for structured content."""
+
+    def __init__(self, acc: Accumulator) -> None:
+        super().__init__(acc)
+        self._by_index: dict[int, ToolCallBuilder] = {}
+        self._by_id: dict[str, ToolCallBuilder] = {}
+        self._seen_meta = False
+
+    def on_payload(self, event: str | None, payload: dict[str, Any]) -> None:
+        acc = self.acc
+        if not self._seen_meta:
+            self._seen_meta = True
+            if payload.get("id"):
+                acc.metadata["response_id"] = payload["id"]
+            if payload.get("model"):
+                acc.metadata["model"] = payload["model"]
+        usage = payload.get("usage")
+        if usage:
+            acc.set_usage(read_usage(usage))
+        choices = payload.get("choices")
+        if choices:
+            choice = choices[0]
+            delta = choice.get("delta")
+            if delta:
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning:
+                    acc.thinking(reasoning)
+                content = delta.get("content")
+                if content:
+                    self.on_content(content)
+                tool_calls = delta.get("tool_calls")
+                if tool_calls:
+                    self.on_tool_calls(tool_calls)
+            finish = choice.get("finish_reason")
+            if finish:
+                self.on_finish(finish)
+        error = payload.get("error")
+        if error or event == "error":
+            self.on_error(error if error is not None else payload)
+
+    def on_content(self, content: Any) -> None:
+        if isinstance(content, str):
+            self.acc.text(content)
+
+    def on_tool_calls(self, entries: list[dict[str, Any]]) -> None:
+        acc = self.acc
+        for entry in entries:
+            index = entry.get("index")
+            call_id = entry.get("id") or None
+            function = entry.get("function") or {}
+            name = function.get("name") or None
+            if index is not None:
+                call = self._by_index.get(index)
+            else:
+                call = self._by_id.get(call_id) if call_id else None
+            if (
+                call is None
+                or call.ended
+                or (call_id is not None and call_id != call.id)
+                or (name is not None and call_id is None and call.name)
+            ):
+                call = acc.start_call(call_id, name)
+                if index is not None:
+                    self._by_index[index] = call
+                self._by_id[call.id] = call
+            elif name and not call.name:
+                call.name = name
+            arguments = function.get("arguments")
+            if arguments:
+                if isinstance(arguments, str):
+                    acc.call_arguments(call, arguments)
+                else:  # a few hosts send an object instead of a string
+                    acc.call_arguments(call, orjson.dumps(arguments).decode())
+
+    def on_finish(self, raw: str) -> None:
+        reason = map_finish_reason(raw)
+        if reason != "length" and reason != "error":
+            # No per-call completion signal in this protocol: the finish reason completes every call.
+            for call in self.acc.calls:
+                if not call.ended:
+                    self.acc.end_call(call)
+        self.acc.finish(reason, raw)
+
+    def on_error(self, error: Any) -> None:
+        if isinstance(error, dict):
+            message = error.get("message") or orjson.dumps(error).decode()
+            kind = error.get("code") or error.get("type") or "provider_error"
+        else:
+            message, kind = str(error), "provider_error"
+        self.acc.fail(str(kind), f"The provider reported an error in the stream: {message}")
+
+
+class Protocol(WireProtocol):
+    """OpenAI Chat Completions (`POST /chat/completions`, `stream: true`)."""
+
+    name = "openai-chat"
+
+    def endpoint(self, model: str, settings: ModelSettings) -> str:
+        return "/chat/completions"
+
+    def new_parser(self, acc: Accumulator) -> StreamParser:
+        return OpenAIChatParser(acc)
+
+    def build_request(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        settings: ModelSettings,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": model, "messages": self.map_messages(messages), "stream": True}
+        if self.option("stream_options", True):
+            body["stream_options"] = {"include_usage": True}
+        if tools:
+            body["tools"] = [self.map_tool(t) for t in tools]
+            choice = settings.get("tool_choice")
+            if choice is not None:
+                body["tool_choice"] = self.map_tool_choice(choice)
+            if "parallel_tool_calls" in settings:
+                body["parallel_tool_calls"] = settings["parallel_tool_calls"]
+        if "max_tokens" in settings:
+            body[self.option("max_tokens_field", "max_completion_tokens")] = settings["max_tokens"]
+        for key in ("temperature", "top_p", "stop"):
+            if key in settings:
+                body[key] = settings[key]  # type: ignore[literal-required]
+        thinking = settings.get("thinking")
+        if isinstance(thinking, str):
+            body["reasoning_effort"] = thinking
+        schema = settings.get("output_schema")
+        if schema:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema.get("name", "output"),
+                    "schema": schema.get("schema", {}),
+                    "strict": schema.get("strict", True),
+                },
+            }
+        return merge_extra(body, settings)
+
+    def map_tool(self, tool: ToolDefinition) -> dict[str, Any]:
+        function: dict[str, Any] = {"name": tool.name}
+        if tool.description:
+            function["description"] = tool.description
+        function["parameters"] = tool.parameters
+        if tool.strict is not None:
+            function["strict"] = tool.strict
+        return {"type": "function", "function": function}
+
+    def map_tool_choice(self, choice: Any) -> Any:
+        if isinstance(choice, dict):
+            return {"type": "function", "function": {"name": choice["name"]}}
+        return choice
+
+    def map_call_id(self, call_id: str) -> str:
+        """Hook for providers with id rules (Mistral)."""
+        return call_id
+
+    def map_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            if message.role == "assistant":
+                out.append(self.map_assistant(message))
+            elif message.role == "system":
+                out.append({"role": "system", "content": message.text})
+            else:
+                out.extend(self.map_user(message))
+        return out
+
+    def map_assistant(self, message: Message) -> dict[str, Any]:
+        text = message.text
+        calls: list[dict[str, Any]] = []
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                arguments = part.arguments_raw if part.arguments_raw.strip() else "{}"
+                calls.append(self._call(part.id, part.name, arguments))
+            elif isinstance(part, InvalidToolCallPart):
+                # Sent as a call with empty arguments: its error result (from the agent) tells the model
+                # what went wrong, and unparseable argument text would make the request itself invalid.
+                calls.append(self._call(part.id, part.name, "{}"))
+        entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            entry["tool_calls"] = calls
+        return entry
+
+    def _call(self, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+        return {"id": self.map_call_id(call_id), "type": "function",
+                "function": {"name": name, "arguments": arguments}}
+
+    def map_user(self, message: Message) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        content: list[dict[str, Any]] = []
+        for part in message.parts:
+            if isinstance(part, ToolResultPart):
+                out.append({"role": "tool", "tool_call_id": self.map_call_id(part.call_id),
+                            "content": result_content(part)})
+            elif isinstance(part, TextPart):
+                content.append({"type": "text", "text": part.text})
+            elif isinstance(part, FilePart):
+                content.append(self.map_file(part))
+        if content:
+            if all(c["type"] == "text" for c in content):
+                out.append({"role": "user", "content": "".join(c["text"] for c in content)})
+            else:
+                out.append({"role": "user", "content": content})
+        return out
+
+    def map_file(self, part: FilePart) -> dict[str, Any]:
+        url = part.url or f"data:{part.media_type};base64,{part.data or ''}"
+        if part.media_type.startswith("image/"):
+            return {"type": "image_url", "image_url": {"url": url}}
+        return {"type": "file", "file": {"file_data": url, "filename": part.name or "file"}}
