@@ -36,7 +36,8 @@ class RetryPolicy:
             after = _retry_after(response)
             if after is not None:
                 return min(after, self.max_delay)
-        return min(self.base_delay * (2**attempt), self.max_delay) * (0.75 + random.random() / 2)
+        backoff: float = min(self.base_delay * (2**attempt), self.max_delay)
+        return backoff * (0.75 + random.random() / 2)
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -145,7 +145,7 @@ class HTTPModel(Model):
         settings: ModelSettings | None = None,
     ) -> tuple[str, dict[str, Any], dict[str, str]]:
         """The URL, JSON body and headers that `stream` would send (useful for debugging)."""
-        merged: ModelSettings = {**self.settings, **(settings or {})}  # type: ignore[typeddict-item]
+        merged: ModelSettings = {**self.settings, **(settings or {})}
         body = self.protocol.build_request(self.model, messages, tools, merged)
         url = self.base_url + self.protocol.endpoint(self.model, merged)
         headers = {

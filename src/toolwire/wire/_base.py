@@ -80,7 +80,13 @@ class SSEParser(StreamParser):
                 return
 
     def flush(self) -> None:
+        # An unterminated last event is usually a body cut mid-line: if it does not parse it is
+        # dropped, and the accumulator reports the stream as incomplete rather than malformed.
         for event, data in self._decoder.close():
+            try:
+                orjson.loads(data) if data != b"[DONE]" else None
+            except orjson.JSONDecodeError:
+                return
             self.handle(event, data)
             if self.stopped:
                 return
@@ -102,7 +108,7 @@ class SSEParser(StreamParser):
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             self.malformed(data, exc)
 
-    def on_done(self) -> None:  # noqa: B027 - optional hook
+    def on_done(self) -> None:
         """`data: [DONE]` arrived (OpenAI-style terminator)."""
 
     @abstractmethod
@@ -132,6 +138,10 @@ class JSONLinesParser(StreamParser):
     def flush(self) -> None:
         if self._tail:
             tail, self._tail = self._tail, b""
+            try:
+                orjson.loads(tail)
+            except orjson.JSONDecodeError:
+                return  # a body cut mid-line: reported as an incomplete stream, not a malformed one
             self._line(tail)
 
     def _line(self, line: bytes) -> None:

@@ -205,7 +205,7 @@ class Protocol(WireProtocol):
             body[self.option("max_tokens_field", "max_completion_tokens")] = settings["max_tokens"]
         for key in ("temperature", "top_p", "stop"):
             if key in settings:
-                body[key] = settings[key]  # type: ignore[literal-required]
+                body[key] = settings[key]  # type: ignore[literal-required,unused-ignore]
         thinking = settings.get("thinking")
         if isinstance(thinking, str):
             body["reasoning_effort"] = thinking
