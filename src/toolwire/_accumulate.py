@@ -50,7 +50,7 @@ from .messages import (
     ToolCallPart,
 )
 
-__all__ = ["Accumulator", "ToolCallBuilder", "new_call_id", "parse_arguments"]
+__all__ = ["Accumulator", "ThinkingBlock", "ToolCallBuilder", "new_call_id", "parse_arguments"]
 
 # Below this many bytes of argument text the preview is refreshed on every fragment; above it, each
 # time the text has grown by a quarter, so materialising previews stays linear in the stream size.
@@ -95,6 +95,10 @@ class _ThinkingRun:
         self.signature: str | None = None
         self.redacted = False
         self.provider_data = provider_data
+
+
+ThinkingBlock = _ThinkingRun
+"""Handle of one thinking part being streamed, as `Accumulator.thinking` returns it."""
 
 
 class ToolCallBuilder:
@@ -160,18 +164,29 @@ class Accumulator:
         last.chunks.append(delta)
         self.events.append(TextDelta(text=delta))
 
-    def thinking(self, delta: str, *, new_block: bool = False, provider_data: dict[str, Any] | None = None) -> None:
-        """Thinking text. `new_block=True` starts a separate part (Anthropic: one per signed block)."""
+    def thinking(self, delta: str, *, new_block: bool = False, provider_data: dict[str, Any] | None = None,
+                 block: ThinkingBlock | None = None) -> ThinkingBlock:
+        """Thinking text. `new_block=True` starts a separate part (Anthropic: one per signed block).
+
+        Returns the part's handle: passing it back as `block` adds to that part even after later parts
+        began (a Responses stream may finish one reasoning item after the next item started).
+        """
         last = self._last
-        if new_block or type(last) is not _ThinkingRun:
-            last = _ThinkingRun(provider_data)
-            self._slots.append(last)
-            self._last = last
-        elif provider_data:
-            last.provider_data = {**(last.provider_data or {}), **provider_data}
+        if block is not None:
+            run = block
+        elif new_block or type(last) is not _ThinkingRun:
+            run = _ThinkingRun(provider_data)
+            self._slots.append(run)
+            self._last = run
+            provider_data = None
+        else:
+            run = last
+        if provider_data:
+            run.provider_data = {**(run.provider_data or {}), **provider_data}
         if delta:
-            last.chunks.append(delta)
+            run.chunks.append(delta)
             self.events.append(ThinkingDelta(text=delta))
+        return run
 
     def thinking_signature(self, signature: str) -> None:
         """Attach a signature to the current thinking part (creating an empty one if needed)."""
@@ -182,8 +197,9 @@ class Accumulator:
         assert isinstance(last, _ThinkingRun)
         last.signature = (last.signature or "") + signature
 
-    def thinking_provider_data(self, data: dict[str, Any]) -> None:
-        last = self._last
+    def thinking_provider_data(self, data: dict[str, Any], *, block: ThinkingBlock | None = None) -> None:
+        """Merge `data` into the provider data of `block`, or of the current thinking part."""
+        last = self._last if block is None else block
         if type(last) is not _ThinkingRun:
             self.thinking("", new_block=True)
             last = self._last
