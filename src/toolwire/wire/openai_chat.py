@@ -19,10 +19,15 @@ What real streams do, and how this module answers (each case has a recorded fixt
 Call identity, decided from the data, never from the host's name: an entry continues the call at its
 `index` unless it carries a different non-empty id, or a name while that call already has one and the
 entry has no id (a complete call without id: a new call). Without `index` (Mistral), the id decides.
+
+Requests: OpenAI answers 400 to a tool-call id longer than 40 characters, and some hosts issue longer
+ones (46 on a vLLM host behind OpenRouter), so a history from them is sent with those ids shortened,
+the same way for a call and its result.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,7 +47,11 @@ from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
 
-__all__ = ["OpenAIChatParser", "Protocol", "map_finish_reason", "result_content"]
+__all__ = ["MAX_CALL_ID_LENGTH", "OpenAIChatParser", "Protocol", "map_finish_reason", "result_content",
+           "shorten_call_id"]
+
+MAX_CALL_ID_LENGTH = 40
+"""The longest tool-call id OpenAI's Chat Completions accepts."""
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -60,6 +69,18 @@ _FINISH: dict[str, FinishReason] = {
 
 def map_finish_reason(raw: str) -> FinishReason:
     return _FINISH.get(raw, "stop")
+
+
+def shorten_call_id(call_id: str, limit: int) -> str:
+    """`call_id` when it has at most `limit` characters, else a stable shorter id ending in a hash of it.
+
+    The same id always gives the same result, so a call and its result still match; the hash keeps
+    ids that share a long prefix apart.
+    """
+    if len(call_id) <= limit:
+        return call_id
+    digest = hashlib.sha256(call_id.encode()).hexdigest()[:16]
+    return f"{call_id[:limit - 17]}_{digest}"
 
 
 def result_content(part: ToolResultPart) -> str:
@@ -236,8 +257,8 @@ class Protocol(WireProtocol):
         return choice
 
     def map_call_id(self, call_id: str) -> str:
-        """Hook for providers with id rules (Mistral)."""
-        return call_id
+        """The id a call and its result are sent with (providers with their own id rules override it)."""
+        return shorten_call_id(call_id, MAX_CALL_ID_LENGTH)
 
     def map_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

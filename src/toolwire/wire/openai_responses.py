@@ -52,12 +52,15 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
-from .openai_chat import result_content
+from .openai_chat import result_content, shorten_call_id
 
-__all__ = ["KEY", "OpenAIResponsesParser", "Protocol", "read_usage"]
+__all__ = ["KEY", "MAX_CALL_ID_LENGTH", "OpenAIResponsesParser", "Protocol", "read_usage"]
 
 KEY = "openai-responses"
 """The key under which this protocol keeps its data in `provider_data` and `Message.metadata`."""
+
+MAX_CALL_ID_LENGTH = 64
+"""The longest `call_id` the Responses API accepts; longer ids from other providers are shortened."""
 
 _INCOMPLETE: dict[str, FinishReason] = {
     "max_output_tokens": "length",
@@ -567,7 +570,8 @@ class Protocol(WireProtocol):
                 arguments = "{}"
                 if isinstance(part, ToolCallPart) and part.arguments_raw.strip():
                     arguments = part.arguments_raw
-                entry = {"type": "function_call", "call_id": part.id, "name": part.name, "arguments": arguments}
+                entry = {"type": "function_call", "call_id": shorten_call_id(part.id, MAX_CALL_ID_LENGTH),
+                         "name": part.name, "arguments": arguments}
                 if data and data.get("item_id"):
                     entry["id"] = data["item_id"]
                     with_ids.append(entry)
@@ -596,7 +600,8 @@ class Protocol(WireProtocol):
         content: list[dict[str, Any]] = []
         for part in message.parts:
             if isinstance(part, ToolResultPart):
-                items.append({"type": "function_call_output", "call_id": part.call_id,
+                items.append({"type": "function_call_output",
+                              "call_id": shorten_call_id(part.call_id, MAX_CALL_ID_LENGTH),
                               "output": result_content(part)})
             elif isinstance(part, TextPart):
                 content.append({"type": "input_text", "text": part.text})
