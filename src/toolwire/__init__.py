@@ -1,5 +1,13 @@
 """toolwire: stream LLM responses with tool calls across providers, and run the tool loop for you."""
 
+from .agent import (
+    Agent as Agent,
+    AgentRun as AgentRun,
+    RunChunk as RunChunk,
+    RunResult as RunResult,
+    RunStream as RunStream,
+    StepResult as StepResult,
+)
 from .events import (
     ErrorEvent as ErrorEvent,
     Event as Event,
@@ -44,11 +52,13 @@ from .messages import (
 )
 from .models import HTTPModel as HTTPModel, Model as Model, ModelResponse as ModelResponse, get_model as get_model
 from .settings import ModelSettings as ModelSettings
-from .tools import ToolDefinition as ToolDefinition
+from .tools import RunContext as RunContext, Tool as Tool, ToolDefinition as ToolDefinition, tool as tool
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
+    "AgentRun",
     "ErrorEvent",
     "Event",
     "FilePart",
@@ -69,12 +79,18 @@ __all__ = [
     "ProviderTimeoutError",
     "ProviderToolEvent",
     "ProviderToolPart",
+    "RunChunk",
+    "RunContext",
+    "RunResult",
+    "RunStream",
+    "StepResult",
     "StreamError",
     "StreamInterruptedError",
     "TextDelta",
     "TextPart",
     "ThinkingDelta",
     "ThinkingPart",
+    "Tool",
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallPart",
@@ -91,4 +107,5 @@ __all__ = [
     "dump_messages",
     "get_model",
     "load_messages",
+    "tool",
 ]

@@ -1,7 +1,9 @@
 """Incremental parsing of a JSON document that is still arriving, for live argument previews.
 
 `PartialJSON.feed(fragment)` consumes only the new text (string bodies are skipped with one regex
-search per fragment, not character by character), so feeding a document costs time linear in its size.
+search per fragment, not character by character, and escapes are decoded as they complete), so feeding
+a document costs time linear in its size. A string being streamed is kept decoded, so a snapshot joins
+its pieces (and keeps the join for the next one) instead of decoding the whole prefix again.
 `snapshot()` materialises what is known so far: containers that are still open, strings cut short
 (kept as the prefix received), and nothing for an unfinished key, number or literal — a preview never
 shows a value that could still change meaning (`12` that may become `123`, `t` that may become `true`).
@@ -19,8 +21,8 @@ import orjson
 
 __all__ = ["PartialJSON"]
 
-_STRING_SPECIAL = re.compile(r'["\\]')
-_PARTIAL_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{0,3})?$")
+_STRING_SPECIAL = re.compile(r'["\\\x00-\x1f]')
+_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 # Parser modes.
 _VALUE = 0  # expecting a value
@@ -35,7 +37,8 @@ _BROKEN = 6  # malformed input: the preview stops here
 class PartialJSON:
     """Feed JSON text in fragments; take snapshots of the value parsed so far."""
 
-    __slots__ = ("_escape", "_key", "_lit", "_mode", "_root", "_stack", "_str", "_str_is_key", "size")
+    __slots__ = ("_ctrl", "_esc", "_escaped", "_key", "_lit", "_mode", "_nested", "_root", "_stack", "_str",
+                 "_str_is_key", "size")
 
     def __init__(self) -> None:
         self.size = 0
@@ -43,14 +46,22 @@ class PartialJSON:
         self._stack: list[Any] = []  # open containers (dict or list)
         self._key: list[str | None] = []  # per open container: the key awaiting its value (dicts)
         self._root: Any = _MISSING
-        self._str: list[str] = []  # raw (still escaped) text of the string being read
+        self._nested = False  # a container was opened inside another one
+        self._str: list[str] = []  # decoded text of the string being read
         self._str_is_key = False
-        self._escape = False  # the previous fragment ended with a backslash inside a string
+        self._esc = ""  # an escape sequence not complete yet (or a high surrogate awaiting its pair)
+        self._escaped = False  # the string being read has an escape
+        self._ctrl = False  # ... and a raw control character (with an escape, that makes it invalid)
         self._lit: list[str] = []
 
     def feed(self, fragment: str) -> None:
         self.size += len(fragment)
         i, n = 0, len(fragment)
+        if self._mode == _STRING:  # the common case: more of a long string
+            if not self._esc and _STRING_SPECIAL.search(fragment) is None:
+                self._str.append(fragment)
+                return
+            i = self._scan_string(fragment, 0)
         while i < n:
             mode = self._mode
             if mode == _STRING:
@@ -75,14 +86,14 @@ class PartialJSON:
                     self._open([])
                     self._mode = _VALUE
                 elif c == '"':
-                    self._mode, self._str_is_key, self._str = _STRING, False, []
+                    self._start_string(False)
                 elif c == "]" and self._stack and isinstance(self._stack[-1], list) and not self._stack[-1]:
                     self._close()
                 else:
                     self._mode, self._lit = _LITERAL, [c]
             elif mode == _KEY:
                 if c == '"':
-                    self._mode, self._str_is_key, self._str = _STRING, True, []
+                    self._start_string(True)
                 elif c == "}":
                     self._close()
                 else:
@@ -102,7 +113,15 @@ class PartialJSON:
 
     def snapshot(self) -> Any:
         """The value so far, as fresh containers (safe to keep while parsing goes on); `None` if none."""
-        if self._root is _MISSING:
+        root = self._root
+        if not self._nested and type(root) is dict and self._mode == _STRING and not self._str_is_key:
+            # The usual preview: a flat object whose string value is streaming (a file's content).
+            copy = root.copy()
+            key = self._key[-1]
+            if key is not None:
+                copy[key] = self._partial_string()
+            return copy
+        if root is _MISSING:
             if self._mode == _STRING and not self._str_is_key and not self._stack:
                 return self._partial_string()
             return None
@@ -118,38 +137,93 @@ class PartialJSON:
 
     # -- internals -----------------------------------------------------------------------------
 
+    def _start_string(self, is_key: bool) -> None:
+        self._mode, self._str_is_key, self._str = _STRING, is_key, []
+        self._escaped = self._ctrl = False
+
     def _scan_string(self, s: str, i: int) -> int:
-        if self._escape:
-            self._escape = False
-            # The escaped character (for \u, the 4 hex digits follow as ordinary text).
-            self._str.append(s[i])
-            i += 1
-        while True:
+        n = len(s)
+        parts = self._str
+        while i < n:
+            if self._esc:
+                i = self._continue_escape(s, i)
+                if self._mode != _STRING:
+                    return n
+                continue
             m = _STRING_SPECIAL.search(s, i)
             if m is None:
-                self._str.append(s[i:])
-                return len(s)
+                parts.append(s[i:] if i else s)
+                return n
             j = m.start()
-            if s[j] == "\\":
-                if j + 1 < len(s):
-                    self._str.append(s[i : j + 2])
+            if j > i:
+                parts.append(s[i:j])
+            c = s[j]
+            if c == '"':
+                self._end_string()
+                return j + 1
+            if c == "\\":
+                self._escaped = True
+                simple = _SIMPLE_ESCAPES.get(s[j + 1 : j + 2])
+                if simple is not None:
+                    parts.append(simple)
                     i = j + 2
                     continue
-                self._str.append(s[i : j + 1])
-                self._escape = True
-                return len(s)
-            self._str.append(s[i:j])
-            self._end_string()
-            return j + 1
+                self._esc = c
+            else:
+                # A raw control character: kept, as a string without escapes keeps it; with an escape
+                # the string is not valid JSON (see `_end_string`).
+                self._ctrl = True
+                parts.append(c)
+            i = j + 1
+        return n
 
-    def _end_string(self) -> None:
-        raw = "".join(self._str)
-        self._str = []
+    def _continue_escape(self, s: str, i: int) -> int:
+        """Consume characters of the pending escape; decode it once it is complete."""
+        esc = self._esc
+        if len(esc) == 1:  # just the backslash
+            esc += s[i]
+            i += 1
+            if esc[1] != "u":
+                return self._decode_escape(esc, i)
+        if len(esc) < 6:  # \u and up to 4 hex digits
+            take = min(6 - len(esc), len(s) - i)
+            esc += s[i : i + take]
+            i += take
+            if len(esc) < 6:
+                self._esc = esc
+                return i
+            if not ("\\ud800" <= esc.lower() <= "\\udbff"):
+                return self._decode_escape(esc, i)
+            self._esc = esc  # a high surrogate: the low one must follow as the next escape
+            return i
+        # A high surrogate is pending: collect "\\uXXXX" after it, or stop at the first character that
+        # cannot continue it (decoding then fails, as it does for the whole string).
+        while len(esc) < 12 and i < len(s):
+            c = s[i]
+            if (len(esc) == 6 and c != "\\") or (len(esc) == 7 and c != "u"):
+                return self._decode_escape(esc, i)
+            esc += c
+            i += 1
+        if len(esc) < 12:
+            self._esc = esc
+            return i
+        return self._decode_escape(esc, i)
+
+    def _decode_escape(self, esc: str, i: int) -> int:
+        self._esc = ""
         try:
-            value = orjson.loads('"' + raw + '"') if "\\" in raw else raw
+            self._str.append(orjson.loads('"' + esc + '"'))
         except orjson.JSONDecodeError:
             self._mode = _BROKEN
+        return i
+
+    def _end_string(self) -> None:
+        parts = self._str
+        self._str = []
+        if self._escaped and self._ctrl:
+            self._mode = _BROKEN  # JSON forbids raw control characters in strings
             return
+        value = parts[0] if len(parts) == 1 else "".join(parts)
         if self._str_is_key:
             self._key[-1] = value
             self._mode = _COLON
@@ -157,15 +231,14 @@ class PartialJSON:
             self._value(value)
 
     def _partial_string(self) -> str:
-        raw = "".join(self._str)
-        if "\\" not in raw:
-            return raw
-        raw = _PARTIAL_ESCAPE.sub("", raw)
-        try:
-            value: str = orjson.loads('"' + raw + '"')
-        except orjson.JSONDecodeError:
+        parts = self._str
+        if not parts or (self._escaped and self._ctrl):
             return ""
-        return value
+        if len(parts) == 1:
+            return parts[0]
+        text = "".join(parts)
+        self._str = [text]  # the next snapshot joins only what arrives meanwhile
+        return text
 
     def _end_literal(self) -> None:
         text = "".join(self._lit)
@@ -178,6 +251,8 @@ class PartialJSON:
         self._value(value)
 
     def _open(self, container: dict[str, Any] | list[Any]) -> None:
+        if self._stack:
+            self._nested = True
         self._value(container)
         self._stack.append(container)
         self._key.append(None)
@@ -212,11 +287,16 @@ _MISSING: Any = _Missing()
 
 
 def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
+    # Only containers are copied (values are immutable); called once per preview, so kept lean.
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) if type(v) in _CONTAINERS else v for v in value]
     return value
+
+
+_CONTAINERS = (dict, list)
 
 
 def _follow(copy: Any, stack: list[Any], root: Any) -> Any:

@@ -4,8 +4,12 @@ The decoder takes raw bytes in chunks of any size (a chunk may end inside a line
 inside a multi-byte UTF-8 character) and returns complete events as `(event_name, data_bytes)`.
 Data stays bytes because the JSON parser reads bytes directly; it is never decoded twice.
 
-Only the incomplete last line is buffered, so the cost is linear in the stream size. Comment lines
+Only the incomplete last event is buffered, so the cost is linear in the stream size. Comment lines
 (`: OPENROUTER PROCESSING`), `id:` and `retry:` fields are skipped. Line endings may be LF or CRLF.
+
+Speed: LF-only streams are cut into whole events at blank lines, and the two shapes nearly every event
+has (`data: ...` alone, or `event: ...` then `data: ...`) are read without going line by line. Once a CR
+appears the decoder reads line by line for the rest of the stream.
 """
 
 from __future__ import annotations
@@ -16,32 +20,64 @@ __all__ = ["SSEDecoder", "encode_sse"]
 class SSEDecoder:
     """Incremental `text/event-stream` decoder."""
 
-    __slots__ = ("_data", "_event", "_tail")
+    __slots__ = ("_data", "_event", "_lines", "_names", "_tail")
 
     def __init__(self) -> None:
         self._tail = b""
         self._event: str | None = None
         self._data: list[bytes] = []
+        self._lines = False  # line-by-line mode: the stream has CRs (the tail is then one partial line)
+        self._names: dict[bytes, str] = {}  # `event:` lines seen, decoded once
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, bytes]]:
         """Add bytes; return the events they completed, in order."""
         if self._tail:
             chunk = self._tail + chunk
-        lines = chunk.split(b"\n")
-        self._tail = lines.pop()
         out: list[tuple[str | None, bytes]] = []
-        for line in lines:
-            self._line(line, out)
+        if self._lines or b"\r" in chunk:
+            self._lines = True
+            lines = chunk.split(b"\n")
+            self._tail = lines.pop()
+            for line in lines:
+                self._line(line, out)
+            return out
+        # LF only: whole events end at a blank line; the tail is the event still arriving.
+        blocks = chunk.split(b"\n\n")
+        self._tail = blocks.pop()
+        for block in blocks:
+            newline = block.find(b"\n")
+            if newline < 0:
+                if block[:5] == b"data:":
+                    out.append((None, block[6:] if block[5:6] == b" " else block[5:]))
+                continue  # a lone comment, `event:`, `id:` or blank line dispatches nothing
+            if block[:6] == b"event:" and block[newline + 1 : newline + 6] == b"data:" \
+                    and block.find(b"\n", newline + 1) < 0:
+                name = self._names.get(block[:newline])
+                if name is None:
+                    name = self._name(block[:newline])
+                value = block[newline + 6 :]
+                out.append((name, value[1:] if value[:1] == b" " else value))
+                continue
+            for line in block.split(b"\n"):
+                self._line(line, out)
+            self._dispatch(out)
         return out
 
     def close(self) -> list[tuple[str | None, bytes]]:
         """End of stream: flush an event that was not followed by a blank line."""
         out: list[tuple[str | None, bytes]] = []
         if self._tail:
-            self._line(self._tail, out)
+            for line in [self._tail] if self._lines else self._tail.split(b"\n"):
+                self._line(line, out)
             self._tail = b""
         self._dispatch(out)
         return out
+
+    def _name(self, line: bytes) -> str:
+        name = line[6:].strip().decode("utf-8", "replace")
+        if len(self._names) < 64:
+            self._names[line] = name
+        return name
 
     def _line(self, line: bytes, out: list[tuple[str | None, bytes]]) -> None:
         if line.endswith(b"\r"):

@@ -53,6 +53,8 @@ class ProviderError(ToolwireError):
         super().__init__(message)
         self.message = message
         self.provider = provider
+        self.messages: list[Message] | None = None
+        """Set by the agent when the error ends a run: the run's new messages, a valid history."""
 
 
 class ProviderHTTPError(ProviderError):

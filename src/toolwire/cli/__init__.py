@@ -12,6 +12,8 @@ __all__ = ["main"]
 # subcommand → module in this package defining `add_parser(subparsers)`; the parser's `func` runs it.
 COMMANDS: dict[str, str] = {
     "replay": "replay",
+    "fake-server": "fake_server",
+    "record": "record",
 }
 
 

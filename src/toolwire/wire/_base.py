@@ -70,12 +70,34 @@ class SSEParser(StreamParser):
     def __init__(self, acc: Accumulator) -> None:
         super().__init__(acc)
         self._decoder = SSEDecoder()
+        self._inline = type(self).handle is SSEParser.handle
 
     def feed(self, chunk: bytes) -> None:
         if self.stopped:
             return
+        if not self._inline:
+            for event, data in self._decoder.feed(chunk):
+                self.handle(event, data)
+                if self.stopped:
+                    return
+            return
+        # `handle` inlined for the common case (a JSON object that the adapter reads): this runs once
+        # per event. `[DONE]`, non-objects and bad JSON take the general path.
+        loads = orjson.loads
+        on_payload = self.on_payload
         for event, data in self._decoder.feed(chunk):
-            self.handle(event, data)
+            try:
+                payload = loads(data)
+            except orjson.JSONDecodeError:
+                self.handle(event, data)
+            else:
+                if type(payload) is dict:
+                    try:
+                        on_payload(event, payload)
+                    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                        self.malformed(data, exc)
+                else:
+                    self.handle(event, data)
             if self.stopped:
                 return
 
