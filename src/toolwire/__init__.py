@@ -3,8 +3,11 @@
 from .agent import (
     Agent as Agent,
     AgentRun as AgentRun,
+    Denial as Denial,
+    OutputValidationError as OutputValidationError,
     RunChunk as RunChunk,
     RunResult as RunResult,
+    RunState as RunState,
     RunStream as RunStream,
     StepResult as StepResult,
 )
@@ -37,6 +40,7 @@ from .exceptions import (
     ToolwireError as ToolwireError,
     UserError as UserError,
 )
+from .memory import ChatMemory as ChatMemory, InMemoryChatMemory as InMemoryChatMemory
 from .messages import (
     FilePart as FilePart,
     InvalidToolCallPart as InvalidToolCallPart,
@@ -59,11 +63,14 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentRun",
+    "ChatMemory",
+    "Denial",
     "ErrorEvent",
     "Event",
     "FilePart",
     "FinishEvent",
     "HTTPModel",
+    "InMemoryChatMemory",
     "InvalidToolCallPart",
     "MaxStepsExceeded",
     "Message",
@@ -71,6 +78,7 @@ __all__ = [
     "Model",
     "ModelResponse",
     "ModelSettings",
+    "OutputValidationError",
     "Part",
     "ProviderConnectionError",
     "ProviderError",
@@ -82,6 +90,7 @@ __all__ = [
     "RunChunk",
     "RunContext",
     "RunResult",
+    "RunState",
     "RunStream",
     "StepResult",
     "StreamError",

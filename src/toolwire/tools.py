@@ -38,10 +38,13 @@ from .exceptions import ToolError, UserError
 if TYPE_CHECKING:
     from .messages import Message, ToolCallPart
 
-__all__ = ["RunContext", "Tool", "ToolDefinition", "tool"]
+__all__ = ["ApprovalPredicate", "RunContext", "Tool", "ToolDefinition", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+ApprovalPredicate = Callable[["ToolCallPart"], "bool | Awaitable[bool]"]
+"""Decides per call whether a person must approve it (see `Tool.requires_approval`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +88,8 @@ class Tool(Generic[P, R]):
         description: What the tool does, for the model.
         parameters: The JSON schema of the arguments.
         timeout: Seconds the tool may run before it is stopped (overrides the agent's `tool_timeout`).
-        requires_approval: The call must be approved by a person before it runs.
+        requires_approval: The call must be approved by a person before it runs: `True`, or a function
+            of the `ToolCallPart` (sync or async) saying whether this call must be.
         strict: Ask the provider to follow the schema exactly (OpenAI `strict`), when not `None`.
         function: The function itself.
     """
@@ -94,7 +98,7 @@ class Tool(Generic[P, R]):
     description: str
     parameters: dict[str, Any]
     timeout: float | None
-    requires_approval: bool
+    requires_approval: bool | ApprovalPredicate
     strict: bool | None
     function: Callable[P, R]
 
@@ -105,7 +109,7 @@ class Tool(Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         timeout: float | None = None,
-        requires_approval: bool = False,
+        requires_approval: bool | ApprovalPredicate = False,
         strict: bool | None = None,
     ) -> None:
         if not callable(function):
@@ -129,7 +133,7 @@ class Tool(Generic[P, R]):
         function: Callable[..., Any],
         *,
         timeout: float | None = None,
-        requires_approval: bool = False,
+        requires_approval: bool | ApprovalPredicate = False,
         strict: bool | None = None,
     ) -> Tool[..., Any]:
         """A tool from a hand-written JSON schema; `function` is called with the arguments as keywords.
@@ -211,7 +215,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
-    requires_approval: bool = False,
+    requires_approval: bool | ApprovalPredicate = False,
     strict: bool | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
@@ -223,7 +227,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
-    requires_approval: bool = False,
+    requires_approval: bool | ApprovalPredicate = False,
     strict: bool | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a function a `Tool`: use bare (`@tool`) or with options (`@tool(timeout=5)`).
@@ -233,7 +237,8 @@ def tool(
         name: The tool's name; defaults to the function's name.
         description: Overrides the description taken from the docstring.
         timeout: Seconds the tool may run before it is stopped and an error result is sent instead.
-        requires_approval: The call must be approved by a person before it runs.
+        requires_approval: The call must be approved by a person before it runs: `True`, or a function
+            of the `ToolCallPart` (sync or async) saying whether this call must be.
         strict: Ask the provider to follow the schema exactly (OpenAI `strict`).
     """
 

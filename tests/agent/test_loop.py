@@ -478,7 +478,7 @@ async def test_results_are_serialised_to_json() -> None:
 
 
 @pytest.mark.anyio
-async def test_tools_needing_approval_are_not_run_without_a_way_to_ask() -> None:
+async def test_tools_needing_approval_are_not_run_before_a_person_decides() -> None:
     ran: list[str] = []
 
     @tool(requires_approval=True)
@@ -489,7 +489,9 @@ async def test_tools_needing_approval_are_not_run_without_a_way_to_ask() -> None
     model = ScriptedModel([ToolCall("delete_everything", {})], ["ok"])
     result = await Agent(model, tools=[delete_everything]).run("go")
     assert ran == []
-    assert "needs a person's approval" in results_of(result.messages)[0].result["error"]
+    assert result.paused and [c.name for c in result.pending] == ["delete_everything"]
+    assert results_of(result.messages) == []  # the paused round waits in result.state
+    assert len(model.requests) == 1
 
 
 @pytest.mark.anyio

@@ -1,37 +1,59 @@
-"""The public `Agent`: a model, tools and a system prompt, run as a loop until the model answers."""
+"""The public `Agent`: a model, tools and a system prompt, run as a loop until the model answers.
+
+Its extensions live beside the loop: human approval with resume (`_approval`), typed output (`_output`)
+and chat memory (`toolwire.memory`); `Agent` wires them into each run's `RunConfig`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, get_args
+from typing import Any, Generic, get_args
 
 import anyio
 import httpx
 
-from ..events import MessageEndEvent, TextDelta, ToolResultEvent
+from .._accumulate import _PREVIEW_EVERY_FRAGMENT_BELOW
+from .._partial_json import PartialJSON
+from ..events import MessageEndEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, ToolResultEvent
 from ..exceptions import UserError
+from ..memory import ChatMemory
 from ..messages import Message
 from ..models import HTTPModel, Model, get_model
 from ..settings import ModelSettings
-from ..tools import Tool
+from ..tools import ApprovalPredicate, Tool
+from ._approval import Approval, RunState
 from ._execute import Toolbox
+from ._output import FINAL_RESULT_TOOL, MISSING as _NOTHING, OutputMode, OutputSpec, is_missing
 from ._run import AgentRun, Committed, Item, RunConfig
-from ._types import RunChunk, RunResult, ToolExecution
+from ._types import OutputT, RunChunk, RunResult, ToolExecution
 
 __all__ = ["Agent", "RunStream"]
 
 Prompt = str | Message | None
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """A model with tools, run in a loop: request, run the tools the model called, repeat until it answers.
 
         agent = Agent("anthropic:claude-sonnet-4-5", tools=[get_weather], system="Be brief.")
         result = await agent.run("Weather in Boston and Paris?")
+
+    Human approval: a tool with `requires_approval` (or a call the agent's `requires_approval` picks)
+    pauses the run: `result.paused`, `result.pending` (the calls), `result.state` (store
+    `state.to_json()`). Resume, in any process, with `agent.run(resume=RunState.from_json(saved),
+    approvals={call_id: True, other_id: Denial("why not")})`: approved calls run, denied ones answer the
+    model with the denial, and the run goes on from that point.
+
+    Chat memory: with `memory=`, each run reads its history from the memory (`conversation_id=`) and
+    appends every message once it is complete, an assistant message with calls only together with its
+    results, before the next request. `own_history=False` makes the memory the single source of truth.
+
+    Typed output: with `output_type=`, `result.output` is a validated object of that type and
+    `run_stream` chunks carry partial objects (`chunk.partial`) while its JSON streams.
 
     Args:
         model: `"provider:model"` (see `toolwire.get_model`) or a `Model` object.
@@ -53,6 +75,19 @@ class Agent:
             model is still streaming; `"after_stream"`: all tools start when the response has ended;
             `"sequential"`: one tool at a time, in call order, after the response.
         http_client: An `httpx.AsyncClient` for a model named by string.
+        requires_approval: Decides for every call (sync or async function of the `ToolCallPart`)
+            whether a person must approve it, on top of each tool's own `requires_approval`.
+        memory: A `ChatMemory` that holds the conversation: runs read their history from it and append
+            their messages to it (see `toolwire.memory`).
+        own_history: `False` (needs `memory`): the agent keeps no conversation of its own; every request
+            is built from `memory.load(...)`, so the memory is the single source of truth.
+        output_type: The type of the answer (a pydantic model, dataclass, TypedDict or any type pydantic
+            validates); `result.output` is then a validated object of it instead of text.
+        output_mode: `"auto"` (default): the provider's native structured output where the capability
+            table says it has one, a `final_result` tool otherwise (also for models of unknown
+            providers, such as `ScriptedModel`); `"native"` or `"tool"` to choose.
+        output_retries: How many invalid typed answers are sent back to the model with the validation
+            errors before the run fails with `OutputValidationError`.
     """
 
     def __init__(
@@ -71,6 +106,12 @@ class Agent:
         on_tool_result: Callable[[ToolResultEvent], Any] | None = None,
         tool_execution: ToolExecution = "eager",
         http_client: httpx.AsyncClient | None = None,
+        requires_approval: ApprovalPredicate | None = None,
+        memory: ChatMemory | None = None,
+        own_history: bool = True,
+        output_type: type[OutputT] | None = None,
+        output_mode: OutputMode = "auto",
+        output_retries: int = 1,
     ) -> None:
         if isinstance(model, str):
             self.model: Model = get_model(model, api_key=api_key, base_url=base_url, http_client=http_client)
@@ -89,7 +130,22 @@ class Agent:
             raise UserError(f"max_parallel_tools must be at least 1; got {max_parallel_tools}.")
         if tool_execution not in get_args(ToolExecution):
             raise UserError(f"tool_execution must be 'eager', 'after_stream' or 'sequential'; got {tool_execution!r}.")
+        if output_retries < 0:
+            raise UserError(f"output_retries must be 0 or more; got {output_retries}.")
+        if output_mode not in get_args(OutputMode):
+            raise UserError(f"output_mode must be 'auto', 'native' or 'tool'; got {output_mode!r}.")
+        if memory is not None and not isinstance(memory, ChatMemory):
+            raise UserError(f"memory must be a ChatMemory (async load() and append()); got {type(memory).__name__}.")
+        if not own_history and memory is None:
+            raise UserError("own_history=False makes the memory the only copy of the conversation, so it needs "
+                            "memory=...; pass a ChatMemory such as InMemoryChatMemory().")
         self.tools: list[Tool[..., Any]] = [t if isinstance(t, Tool) else Tool(t) for t in tools]
+        self._output: OutputSpec | None = None
+        if output_type is not None:
+            self._output = OutputSpec.for_model(output_type, self.model, output_mode)
+            if self._output.kind == "tool" and any(t.name == FINAL_RESULT_TOOL for t in self.tools):
+                raise UserError(f"A tool is named {FINAL_RESULT_TOOL!r}, the name typed output gives the tool that "
+                                "ends the run; rename that tool.")
         self._toolbox = Toolbox(self.tools, default_timeout=tool_timeout)
         self.system = system
         self.max_steps = max_steps
@@ -99,6 +155,11 @@ class Agent:
         self.stream_tool_steps = stream_tool_steps
         self.on_tool_result = on_tool_result
         self.tool_execution: ToolExecution = tool_execution
+        self.requires_approval = requires_approval
+        self.memory = memory
+        self.own_history = own_history
+        self.output_type = output_type
+        self.output_retries = output_retries
 
     def __repr__(self) -> str:
         return f"Agent(model={self.model.name!r}, tools={[t.name for t in self.tools]!r})"
@@ -109,13 +170,21 @@ class Agent:
         *,
         history: Sequence[Message] = (),
         settings: ModelSettings | None = None,
-    ) -> AgentRun:
+        conversation_id: str | None = None,
+        resume: RunState | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+    ) -> AgentRun[OutputT]:
         """Start a run and observe every event: `async with agent.stream("...") as run: async for e in run:`.
 
         Args:
             prompt: The user's message (text or a `Message`); `None` to answer the history as it is.
             history: Earlier messages; checked before the first request (`UserError` names a broken one).
+                Agents with a memory take the history from it instead.
             settings: Settings for this run's requests, merged over the agent's.
+            conversation_id: The memory conversation to read and write (agents with a memory).
+            resume: The `state` of a paused result, to go on from (no prompt, no history).
+            approvals: With `resume`: a decision for every pending call id, `True` to run it, `False` or
+                `Denial("message for the model")` to answer it with an error instead.
         """
         config = RunConfig(
             model=self.model,
@@ -126,8 +195,14 @@ class Agent:
             tool_execution=self.tool_execution,
             settings=self.settings,
             on_tool_result=self.on_tool_result,
+            requires_approval=self.requires_approval,
+            memory=self.memory,
+            own_history=self.own_history,
+            output=self._output,
+            output_retries=self.output_retries,
         )
-        return AgentRun(config, history=history, prompt=_prompt_message(prompt), settings=settings)
+        return AgentRun(config, history=history, prompt=_prompt_message(prompt), settings=settings,
+                        conversation_id=conversation_id, resume=resume, approvals=approvals)
 
     def run_stream(
         self,
@@ -135,14 +210,20 @@ class Agent:
         *,
         history: Sequence[Message] = (),
         settings: ModelSettings | None = None,
-    ) -> RunStream:
+        conversation_id: str | None = None,
+        resume: RunState | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+    ) -> RunStream[OutputT]:
         """Stream text and completed messages: `async for chunk in agent.run_stream("..."):`.
 
         Iterate it to the end, or use `async with agent.run_stream(...) as chunks:` when the loop may stop
         early: leaving the block stops the run at once and `chunks.messages` is the valid history so far.
+        With an `output_type`, chunks also carry the partial object (`chunk.partial`) as its JSON streams.
+        The arguments are those of `stream`.
         """
-        return RunStream(self.stream(prompt, history=history, settings=settings),
-                         stream_tool_steps=self.stream_tool_steps)
+        run = self.stream(prompt, history=history, settings=settings, conversation_id=conversation_id,
+                          resume=resume, approvals=approvals)
+        return RunStream(run, stream_tool_steps=self.stream_tool_steps, output=self._output)
 
     async def run(
         self,
@@ -150,9 +231,16 @@ class Agent:
         *,
         history: Sequence[Message] = (),
         settings: ModelSettings | None = None,
-    ) -> RunResult:
-        """Run to the final answer and return the result (output, new messages, usage)."""
-        async with self.stream(prompt, history=history, settings=settings) as run:
+        conversation_id: str | None = None,
+        resume: RunState | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+    ) -> RunResult[OutputT]:
+        """Run to the final answer (or a pause for approval) and return the result.
+
+        The arguments are those of `stream`: `agent.run(resume=state, approvals={...})` resumes a paused run.
+        """
+        async with self.stream(prompt, history=history, settings=settings, conversation_id=conversation_id,
+                               resume=resume, approvals=approvals) as run:
             async for _ in run:
                 pass
         return run.result
@@ -163,25 +251,29 @@ class Agent:
         *,
         history: Sequence[Message] = (),
         settings: ModelSettings | None = None,
-    ) -> RunResult:
+        conversation_id: str | None = None,
+        resume: RunState | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+    ) -> RunResult[OutputT]:
         """`run` for code that is not async (scripts, notebooks).
 
         Inside a running event loop (a notebook cell) the run happens on a separate thread with its own
         loop, so call it from plain code only; async code should `await agent.run(...)`.
         """
-        call = functools.partial(self._run_and_release, prompt, history, settings)
+        call = functools.partial(self.run, prompt, history=history, settings=settings,
+                                 conversation_id=conversation_id, resume=resume, approvals=approvals)
+        release = functools.partial(self._run_and_release, call)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return anyio.run(call)
+            return anyio.run(release)
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(anyio.run, call).result()
+            return pool.submit(anyio.run, release).result()
 
-    async def _run_and_release(
-        self, prompt: Prompt, history: Sequence[Message], settings: ModelSettings | None
-    ) -> RunResult:
+    async def _run_and_release(self, call: Callable[[], Any]) -> RunResult[OutputT]:
         try:
-            return await self.run(prompt, history=history, settings=settings)
+            result: RunResult[OutputT] = await call()
+            return result
         finally:
             # Each run_sync has its own event loop; an HTTP client must not outlive the loop it was used in.
             if isinstance(self.model, HTTPModel):
@@ -192,7 +284,7 @@ class Agent:
         if self._owns_model and isinstance(self.model, HTTPModel):
             await self.model.aclose()
 
-    async def __aenter__(self) -> Agent:
+    async def __aenter__(self) -> Agent[OutputT]:
         return self
 
     async def __aexit__(
@@ -209,7 +301,7 @@ def _prompt_message(prompt: Prompt) -> Message | None:
     raise UserError(f"A prompt is text or a Message; got {type(prompt).__name__}.")
 
 
-class RunStream:
+class RunStream(Generic[OutputT]):
     """`Agent.run_stream`'s result: an async iterator of `RunChunk`s, and an async context manager.
 
     Bare `async for` runs the whole loop inside the iteration; it must be iterated to the end (or closed
@@ -218,9 +310,9 @@ class RunStream:
     Either way, `messages` is the run's valid history so far and `result` the result once it ended.
     """
 
-    def __init__(self, run: AgentRun, *, stream_tool_steps: bool) -> None:
+    def __init__(self, run: AgentRun[OutputT], *, stream_tool_steps: bool, output: OutputSpec | None = None) -> None:
         self._run = run
-        self._builder = _ChunkBuilder(stream_tool_steps)
+        self._builder = _ChunkBuilder(stream_tool_steps, _Partials(output) if output is not None else None)
         self._entered = False
         self._iterated = False
 
@@ -230,16 +322,16 @@ class RunStream:
         return self._run.messages
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[OutputT]:
         """The run's result, once iteration ended."""
         return self._run.result
 
     @property
-    def run(self) -> AgentRun:
+    def run(self) -> AgentRun[OutputT]:
         """The underlying run (steps, usage, error)."""
         return self._run
 
-    async def __aenter__(self) -> RunStream:
+    async def __aenter__(self) -> RunStream[OutputT]:
         await self._run.__aenter__()
         self._entered = True
         return self
@@ -249,13 +341,13 @@ class RunStream:
     ) -> None:
         await self._run.__aexit__(exc_type, exc, tb)
 
-    def __aiter__(self) -> AsyncIterator[RunChunk]:
+    def __aiter__(self) -> AsyncIterator[RunChunk[OutputT]]:
         if self._iterated:
             raise UserError("A run stream can be iterated only once.")
         self._iterated = True
         return self._chunks(own=not self._entered)
 
-    async def _chunks(self, *, own: bool) -> AsyncIterator[RunChunk]:
+    async def _chunks(self, *, own: bool) -> AsyncIterator[RunChunk[OutputT]]:
         host = _DetachedHost(self._run) if own else None
         if host is not None:
             await host.start()
@@ -267,7 +359,7 @@ class RunStream:
             if host is not None:
                 await host.stop()
 
-    async def _next_chunks(self) -> list[RunChunk] | None:
+    async def _next_chunks(self) -> list[RunChunk[OutputT]] | None:
         while True:
             try:
                 item = await self._run.next_item()
@@ -288,7 +380,7 @@ class _DetachedHost:
     collection), releases the host and waits until the run has been stopped and its history repaired.
     """
 
-    def __init__(self, run: AgentRun) -> None:
+    def __init__(self, run: AgentRun[Any]) -> None:
         self._run = run
         self._task: asyncio.Task[None] | None = None
         self._error: Exception | None = None
@@ -327,12 +419,13 @@ class _DetachedHost:
 
 
 class _ChunkBuilder:
-    """Events and commits → `RunChunk`s: newline prefixing and the tool-step filter live here."""
+    """Events and commits → `RunChunk`s: newline prefixing, the tool-step filter and partial objects."""
 
-    __slots__ = ("_after_tools", "_held", "_message_start", "_shown", "_stream_tool_steps")
+    __slots__ = ("_after_tools", "_held", "_message_start", "_partials", "_shown", "_stream_tool_steps")
 
-    def __init__(self, stream_tool_steps: bool) -> None:
+    def __init__(self, stream_tool_steps: bool, partials: _Partials | None = None) -> None:
         self._stream_tool_steps = stream_tool_steps
+        self._partials = partials
         self._shown = False          # some text was already output in this run
         self._after_tools = False    # the previous assistant message called tools
         self._message_start = True   # no text of the current message was output yet
@@ -345,20 +438,36 @@ class _ChunkBuilder:
         self._shown = True
         return text
 
-    def feed(self, item: Item) -> list[RunChunk]:
+    def feed(self, item: Item) -> list[RunChunk[Any]]:
+        partials = self._partials
         if isinstance(item, TextDelta):
             if not item.text:
                 return []
+            partial = partials.text(item.text) if partials is not None else _NOTHING
             if self._stream_tool_steps:
-                return [RunChunk(output=self._output(item.text))]
+                return [_chunk(self._output(item.text), partial)]
             self._held.append(item.text)
-            return []
+            return [] if is_missing(partial) else [_chunk("", partial)]
         if isinstance(item, Committed):
             return [RunChunk(messages=item.messages)]
+        if partials is not None:
+            if isinstance(item, ToolCallStart):
+                partials.call_start(item.id, item.name)
+                return []
+            if isinstance(item, ToolCallDelta):
+                partial = partials.call_delta(item.id, item.arguments_delta)
+                return [] if is_missing(partial) else [_chunk("", partial)]
+            if isinstance(item, ToolCallEnd):
+                partial = partials.call_end(item.call.id)
+                return [] if is_missing(partial) else [_chunk("", partial)]
         if isinstance(item, MessageEndEvent):
             message = item.message
             calls = bool(message.tool_calls or message.invalid_tool_calls)
-            chunks: list[RunChunk] = []
+            chunks: list[RunChunk[Any]] = []
+            if partials is not None:
+                partial = partials.message_end()
+                if not is_missing(partial):
+                    chunks.append(_chunk("", partial))
             if self._held:
                 if not calls:
                     chunks.append(RunChunk(output=self._output("".join(self._held))))
@@ -367,3 +476,78 @@ class _ChunkBuilder:
             self._message_start = True
             return chunks
         return []
+
+
+def _chunk(text: str, partial: Any) -> RunChunk[Any]:
+    return RunChunk(output=text) if is_missing(partial) else RunChunk(output=text, partial=partial)
+
+
+class _Partials:
+    """Partial objects of a typed answer while its JSON streams, fed incrementally.
+
+    Native output feeds each message's text, tool output the `final_result` call's argument text, into
+    one `PartialJSON` (linear in the stream's size). A snapshot is taken on every fragment while the
+    JSON is short and, beyond that, each time it has grown by a quarter (and once at its end), so
+    building previews stays linear too; a partial is produced only when the snapshot changed.
+    """
+
+    __slots__ = ("_call_id", "_last", "_next_at", "_parser", "_spec")
+
+    def __init__(self, spec: OutputSpec) -> None:
+        self._spec = spec
+        self._parser: PartialJSON | None = None
+        self._call_id: str | None = None
+        self._last: Any = None
+        self._next_at = 0
+
+    def _reset(self) -> None:
+        self._parser, self._call_id, self._last, self._next_at = None, None, None, 0
+
+    def text(self, delta: str) -> Any:
+        if self._spec.kind == "tool":
+            return _NOTHING
+        if self._parser is None:
+            self._parser = PartialJSON()
+        return self._feed(delta)
+
+    def call_start(self, call_id: str, name: str) -> None:
+        if self._spec.kind == "tool" and name == FINAL_RESULT_TOOL and self._call_id is None:
+            self._reset()
+            self._call_id = call_id
+            self._parser = PartialJSON()
+
+    def call_delta(self, call_id: str, fragment: str) -> Any:
+        if call_id != self._call_id or not fragment:
+            return _NOTHING
+        return self._feed(fragment)
+
+    def call_end(self, call_id: str) -> Any:
+        if call_id != self._call_id:
+            return _NOTHING
+        partial = self._snapshot()
+        self._parser = None  # later calls of the message are not the answer; keep the id so none restarts
+        return partial
+
+    def message_end(self) -> Any:
+        partial = self._snapshot() if self._parser is not None else _NOTHING
+        self._reset()
+        return partial
+
+    def _feed(self, fragment: str) -> Any:
+        parser = self._parser
+        assert parser is not None
+        parser.feed(fragment)
+        size = parser.size
+        if size >= _PREVIEW_EVERY_FRAGMENT_BELOW and size < self._next_at:
+            return _NOTHING
+        self._next_at = size + (size >> 2)
+        return self._snapshot()
+
+    def _snapshot(self) -> Any:
+        if self._parser is None:
+            return _NOTHING
+        snapshot = self._parser.snapshot()
+        if snapshot is None or snapshot == self._last:
+            return _NOTHING
+        self._last = snapshot
+        return self._spec.partial(snapshot)

@@ -6,7 +6,8 @@ Structure (all structured concurrency, nothing outlives the `async with`):
                                             ├─ model response (closed in `finally`, shielded)
                                             ├─ step task group: one task per tool call, limited by a
                                             │  CapacityLimiter; each starts the moment its call is complete
-                                            └─ commit: assistant message + one user message with all results
+                                            └─ commit: assistant message + one user message with all results,
+                                               then the same messages appended to the chat memory
     consumer ◀── memory object stream ── events (model events, tool_started, tool_result) and commits
 
 Invariants:
@@ -16,6 +17,12 @@ Invariants:
   message: a call the events did not report still runs. Nothing is decided from a single text chunk.
 - The drive task never raises anything but cancellation; errors travel to the consumer through the
   stream, so the task group never cancels the consumer behind its back.
+- A chat memory receives exactly the commits of rounds whose response stream completed, each before
+  the next request starts: the prompt, then each assistant message with its results in one append.
+  A round cut off mid-stream (a stream error, a cancellation) is not appended at all; a round whose
+  tools were cancelled after the response ended is appended with its `cancelled` results.
+- A round with calls waiting for approval is not committed: the run ends paused, the round held in
+  a `RunState`, and it is committed (and remembered) whole when a resumed run has every result.
 """
 
 from __future__ import annotations
@@ -24,10 +31,10 @@ import functools
 import inspect
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeAlias
+from typing import Any, Generic, TypeAlias
 
 import anyio
 import anyio.abc
@@ -45,13 +52,16 @@ from ..events import (
     UsageEvent,
 )
 from ..exceptions import MaxStepsExceeded, ProviderError, StreamError, UserError
+from ..memory import ChatMemory
 from ..messages import InvalidToolCallPart, Message, TextPart, ToolCallPart, ToolResultPart
 from ..models import Model, ModelResponse
 from ..settings import ModelSettings
-from ..tools import RunContext
+from ..tools import ApprovalPredicate, RunContext, Tool, ToolDefinition
+from ._approval import Approval, Denial, RunState, decisions_for
 from ._execute import CANCELLED, Prepared, Toolbox, error_result, invalid_call_result, results_in_order
 from ._history import validate_history
-from ._types import RunResult, StepResult, ToolExecution
+from ._output import FINAL_RESULT_TOOL, OutputSpec, OutputValidationError
+from ._types import OutputT, RunResult, StepResult, ToolExecution
 
 __all__ = ["AgentRun", "Committed", "RunConfig"]
 
@@ -82,6 +92,23 @@ class RunConfig:
     tool_execution: ToolExecution
     settings: ModelSettings
     on_tool_result: Callable[[ToolResultEvent], Any] | None
+    requires_approval: ApprovalPredicate | None = None
+    memory: ChatMemory | None = None
+    own_history: bool = True
+    output: OutputSpec | None = None
+    output_retries: int = 1
+
+    @property
+    def definitions(self) -> list[ToolDefinition]:
+        """The tools offered to the model: the agent's, and `final_result` for tool output."""
+        definitions = self.toolbox.definitions
+        final = self.output.tool_definition if self.output is not None else None
+        return [*definitions, final] if final is not None else definitions
+
+    @property
+    def memory_is_source(self) -> bool:
+        """Each request is built from the memory alone; the run keeps no conversation of its own."""
+        return self.memory is not None and not self.own_history
 
 
 @dataclass(slots=True, kw_only=True)
@@ -94,6 +121,12 @@ class _Round:
     tg: anyio.abc.TaskGroup | None = None
     calls: dict[str, ToolCallPart | InvalidToolCallPart] = field(default_factory=dict)
     results: dict[str, ToolResultPart] = field(default_factory=dict)
+    held: dict[str, ToolCallPart] = field(default_factory=dict)
+    """Calls waiting for a person's approval."""
+    decisions: dict[str, Denial | None] = field(default_factory=dict)
+    """For a resumed round: each pending call's decision (`None` runs it)."""
+    streamed: bool = False
+    """The response stream completed: the message is whole (the memory may keep it)."""
     # What arrived so far, for a message cut short by cancellation: text runs and completed calls.
     seen: list[list[str] | ToolCallPart | InvalidToolCallPart] = field(default_factory=list)
     message: Message | None = None
@@ -115,7 +148,7 @@ class _Round:
         return Message(role="assistant", parts=parts, metadata={"incomplete": True})
 
 
-class AgentRun:
+class AgentRun(Generic[OutputT]):
     """A run in progress: iterate it for events; `messages` is its valid history at every moment.
 
     Obtained from `Agent.stream(...)`; use it only inside `async with`. Leaving the block early (or the
@@ -140,26 +173,53 @@ class AgentRun:
         history: Sequence[Message],
         prompt: Message | None,
         settings: ModelSettings | None = None,
+        conversation_id: str | None = None,
+        resume: RunState | None = None,
+        approvals: Mapping[str, Approval] | None = None,
     ) -> None:
         self._config = config
-        self._history = list(history)
         self._prompt = prompt
-        self._settings: ModelSettings = {**config.settings, **(settings or {})}
+        self._resume = resume
+        self._decisions: dict[str, Denial | None] = {}
+        if resume is not None:
+            if prompt is not None or history:
+                raise UserError("A resumed run goes on from its saved state: pass resume= and approvals= without "
+                                "a prompt or a history.")
+            if resume.from_memory and config.memory is None:
+                raise UserError("This run state keeps its conversation in the chat memory of the agent that "
+                                "paused; resume it with an agent given that memory (memory=...).")
+            self._decisions = decisions_for(resume, approvals)
+            if conversation_id is None:
+                conversation_id = resume.conversation_id
+            history = resume.conversation
+        elif approvals:
+            raise UserError("approvals= decides the pending calls of a paused run; pass it together with "
+                            "resume=<the paused result's state>.")
+        elif config.memory is not None and history:
+            raise UserError("This agent reads the history from its memory; pass conversation_id=... (or add the "
+                            "messages to the memory) instead of history=.")
+        self._conversation_id = conversation_id
+        self._history = list(history)
+        self._retries = resume.output_retries if resume is not None else 0
+        settings = {**config.settings, **(settings or {})}
+        self._settings: ModelSettings = config.output.request_settings(settings) if config.output else settings
+        self._system = _system_prompt(config)
         self.messages: list[Message] = []
         """The run's new messages so far (prompt first): always a valid continuation of the history."""
         self.steps: list[StepResult] = []
-        self._result: RunResult | None = None
+        self._result: RunResult[OutputT] | None = None
         self._error: Exception | None = None
         self._send: MemoryObjectSendStream[Item] | None = None
         self._receive: MemoryObjectReceiveStream[Item] | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._entered = False
-        conversation = [*self._history, *([prompt] if prompt is not None else [])]
-        validate_history(conversation, prompt_index=len(self._history) if prompt is not None else None)
+        if config.memory is None and resume is None:
+            conversation = [*self._history, *([prompt] if prompt is not None else [])]
+            validate_history(conversation, prompt_index=len(self._history) if prompt is not None else None)
 
     # -- the consumer's side -----------------------------------------------------------------
 
-    async def __aenter__(self) -> AgentRun:
+    async def __aenter__(self) -> AgentRun[OutputT]:
         if self._entered:
             raise UserError("A run can be started only once; call agent.stream(...) again for a new run.")
         self._entered = True
@@ -185,7 +245,7 @@ class AgentRun:
             self._send.close()
             self._receive.close()
 
-    def __aiter__(self) -> AgentRun:
+    def __aiter__(self) -> AgentRun[OutputT]:
         return self
 
     async def __anext__(self) -> Event:
@@ -217,7 +277,7 @@ class AgentRun:
         return self._error
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[OutputT]:
         """The run's result; available once iteration has ended without an error."""
         if self._result is None:
             if self._error is not None:
@@ -231,6 +291,11 @@ class AgentRun:
         """Tokens used by the steps committed so far."""
         return functools.reduce(operator.add, (s.usage for s in self.steps if s.usage is not None), Usage())
 
+    @property
+    def conversation_id(self) -> str | None:
+        """The chat memory conversation this run reads and writes."""
+        return self._conversation_id
+
     # -- the run itself ----------------------------------------------------------------------
 
     def _emit(self, item: Item) -> None:
@@ -243,10 +308,16 @@ class AgentRun:
 
     async def _drive(self) -> None:
         try:
-            if self._prompt is not None:
-                self.messages.append(self._prompt)
-                self._emit(Committed([self._prompt]))
-            self._result = await self._loop()
+            await self._start()
+            first_step = 0
+            if self._resume is not None:
+                round_ = await self._resume_round(self._resume)
+                result = await self._conclude(round_)
+                if result is not None:
+                    self._result = result
+                    return
+                first_step = self._resume.step + 1
+            self._result = await self._loop(first_step)
         except Exception as exc:
             if isinstance(exc, ProviderError):
                 # Provider errors carry the run's messages like MaxStepsExceeded does, so the caller
@@ -257,16 +328,34 @@ class AgentRun:
             assert self._send is not None
             self._send.close()
 
-    async def _loop(self) -> RunResult:
+    async def _start(self) -> None:
+        """Read the history from the memory when it holds it, then commit the prompt."""
         config = self._config
-        for step in range(config.max_steps):
+        if config.memory is not None and (self._resume is None or self._resume.from_memory):
+            self._history = list(await config.memory.load(self._conversation_id))
+            if self._resume is None:
+                prompt = self._prompt
+                conversation = [*self._history, *([prompt] if prompt is not None else [])]
+                validate_history(conversation, prompt_index=len(self._history) if prompt is not None else None)
+        if self._prompt is not None:
+            await self._add(self._prompt)
+
+    async def _conversation(self) -> list[Message]:
+        """What the next request continues (without the system prompt)."""
+        if self._config.memory_is_source:
+            assert self._config.memory is not None
+            return list(await self._config.memory.load(self._conversation_id))
+        return [*self._history, *self.messages]
+
+    async def _loop(self, first_step: int) -> RunResult[OutputT]:
+        config = self._config
+        for step in range(first_step, config.max_steps):
             round_ = await self._step(step)
-            if round_.message is None:
-                raise UserError(f"The model {config.model.name!r} ended a response without an assembled "
-                                "message; a Model must set `message` on its response when the stream ends.")
-            if not _calls_of(round_.message):
-                return RunResult(output=round_.message.text, messages=list(self.messages), usage=self.usage,
-                                 steps=list(self.steps))
+            if round_.held:
+                return self._paused(round_)
+            result = await self._conclude(round_)
+            if result is not None:
+                return result
         raise MaxStepsExceeded(
             f"The agent made {config.max_steps} model requests (max_steps={config.max_steps}) without "
             "reaching a final answer. Raise max_steps, or go on from where it stopped by running again "
@@ -274,41 +363,155 @@ class AgentRun:
             messages=list(self.messages),
         )
 
+    async def _conclude(self, round_: _Round) -> RunResult[OutputT] | None:
+        """After a committed round: the run's result if it ends here, `None` to make another request.
+
+        Without an `output_type` a message without calls is the answer. With one, the answer must
+        validate: a native answer is a message without calls whose text is the JSON, a tool answer a
+        valid `final_result` call; text next to other calls never ends the run. An invalid answer is
+        sent back to the model until `output_retries` is used up.
+        """
+        message = round_.message
+        assert message is not None
+        calls = _calls_of(message)
+        output = self._config.output
+        if output is None:
+            if calls:
+                return None
+            return self._completed(message.text)
+        if output.kind == "tool":
+            finals = [c for c in calls if c.name == FINAL_RESULT_TOOL]
+            for call in finals:
+                result = round_.results.get(call.id)
+                if isinstance(call, ToolCallPart) and result is not None and not result.is_error:
+                    return self._completed(output.check_data(call.arguments).value)
+            if finals:
+                # Its error result already told the model what to fix; the retry is only counted.
+                await self._retry(_error_of(round_.results.get(finals[0].id)), None)
+            elif not calls:
+                await self._retry("The answer was text, not a final_result call.", output.text_answer_retry())
+            return None
+        if calls:
+            return None
+        checked = output.check_text(message.text)
+        if checked.error is None:
+            return self._completed(checked.value)
+        await self._retry(checked.error, output.retry_text(checked.error))
+        return None
+
+    def _completed(self, output: Any) -> RunResult[OutputT]:
+        return RunResult(_output=output, messages=list(self.messages), usage=self.usage, steps=list(self.steps))
+
+    async def _retry(self, error: str, ask: str | None) -> None:
+        """Count an invalid typed answer; ask again (`ask`, a user message), or fail when out of retries."""
+        allowed = self._config.output_retries
+        if self._retries >= allowed:
+            raise OutputValidationError(
+                f"The model gave no valid output after {allowed} retr{'y' if allowed == 1 else 'ies'} "
+                f"(output_retries={allowed}). The last answer: {error} Raise output_retries, or make the "
+                "output type easier to fill in.",
+                errors=error,
+                messages=list(self.messages),
+            )
+        self._retries += 1
+        if ask is not None:
+            await self._add(Message.user(ask))
+
+    def _paused(self, round_: _Round) -> RunResult[OutputT]:
+        """End the run holding the round whose calls wait for approval (nothing of it is committed)."""
+        message = round_.message
+        assert message is not None
+        calls = _calls_of(message)
+        known = [round_.results[c.id] for c in calls if c.id in round_.results]
+        pending = [c for c in calls if isinstance(c, ToolCallPart) and c.id in round_.held]
+        from_memory = self._config.memory_is_source
+        state = RunState(
+            message=message, pending=pending, results=known, conversation=[] if from_memory else list(round_.request),
+            step=round_.step, conversation_id=self._conversation_id, from_memory=from_memory,
+            output_retries=self._retries,
+        )
+        self.steps.append(StepResult(index=round_.step, message=message, results=known, usage=round_.usage,
+                                     finish_reason=round_.finish_reason))
+        return RunResult(messages=list(self.messages), usage=self.usage, steps=list(self.steps), status="paused",
+                         pending=pending, state=state)
+
     async def _step(self, step: int) -> _Round:
         config = self._config
-        conversation = [*self._history, *self.messages]
+        conversation = await self._conversation()
         validate_history(conversation)
         round_ = _Round(step=step, request=conversation, limiter=anyio.CapacityLimiter(config.max_parallel_tools))
+        await self._play(round_, self._respond)
+        if round_.message is None:
+            raise UserError(f"The model {config.model.name!r} ended a response without an assembled "
+                            "message; a Model must set `message` on its response when the stream ends.")
+        return round_
+
+    async def _respond(self, round_: _Round) -> None:
+        await self._stream_response(round_)
+        if round_.error is None:
+            await self._dispatch_remaining(round_)
+
+    async def _resume_round(self, state: RunState) -> _Round:
+        """Finish the paused round: run the approved calls, answer the denied ones, commit it whole."""
+        conversation = await self._conversation()
+        round_ = _Round(step=state.step, request=conversation,
+                        limiter=anyio.CapacityLimiter(self._config.max_parallel_tools),
+                        message=state.message, decisions=self._decisions, streamed=True)
+        calls = {c.id: c for c in _calls_of(state.message)}
+        for result in state.results:
+            round_.calls[result.call_id] = calls[result.call_id]
+            round_.results[result.call_id] = result
+
+        async def decide(round_: _Round) -> None:
+            for call in state.pending:
+                if self._config.tool_execution == "sequential":
+                    round_.calls[call.id] = call
+                    await self._answer(round_, call)
+                else:
+                    self._dispatch(round_, call)
+
+        await self._play(round_, decide)
+        return round_
+
+    async def _play(self, round_: _Round, body: Callable[[_Round], Awaitable[None]]) -> None:
+        """Run a round's work in its task group, then commit it however it ended.
+
+        A round with calls waiting for approval (and no error) is left uncommitted for `_paused`.
+        """
         try:
             async with anyio.create_task_group() as tg:
                 round_.tg = tg
                 try:
-                    await self._stream_response(round_)
-                    if round_.error is None:
-                        await self._dispatch_remaining(round_)
+                    await body(round_)
                 except Exception as exc:
                     # The request failed to open (nothing to keep), or a model failed mid-stream in a way
                     # of its own: kept like a StreamError, as far as the response had come.
                     round_.error = exc
         except BaseException:
             # Cancelled (or interrupted): keep what completed, answer every call, then let it propagate.
-            self._commit(round_, missing=CANCELLED)
+            new = self._commit(round_, missing=CANCELLED)
+            if new and round_.streamed:
+                await self._remember(new, stopping=True)
             raise
         if round_.failure is not None:
-            self._commit(round_, missing=CANCELLED)
+            new = self._commit(round_, missing=CANCELLED)
+            if new and round_.streamed:
+                await self._remember(new)
             raise round_.failure
         if round_.error is not None:
+            # The message is cut short: the run keeps it (valid, calls answered); the memory does not.
             self._commit(round_, missing=STREAM_FAILED)
             raise round_.error
-        self._commit(round_, missing=CANCELLED)
-        return round_
+        if round_.held:
+            return
+        await self._remember(self._commit(round_, missing=CANCELLED))
 
     async def _stream_response(self, round_: _Round) -> None:
         config = self._config
         request = round_.request
-        if config.system:
-            request = [Message.system(config.system), *request]
-        response = config.model.stream(request, tools=config.toolbox.definitions, settings=self._settings)
+        if self._system:
+            request = [Message.system(self._system), *request]
+        response = config.model.stream(request, tools=config.definitions, settings=self._settings)
         await response.__aenter__()
         try:
             await self._read_events(round_, response)
@@ -321,6 +524,7 @@ class AgentRun:
         if response.usage is not None:
             round_.usage = response.usage
         round_.finish_reason = response.finish_reason or round_.finish_reason
+        round_.streamed = round_.error is None
 
     async def _read_events(self, round_: _Round, response: ModelResponse) -> None:
         eager = self._config.tool_execution == "eager"
@@ -370,16 +574,28 @@ class AgentRun:
             else:
                 self._dispatch(round_, call)
 
-    def _admit(self, call: ToolCallPart, context: RunContext) -> Prepared | ToolResultPart:
-        """The call ready to run, or the result answering a call that may not run now.
+    async def _admit(self, round_: _Round, call: ToolCallPart, context: RunContext) -> Prepared | ToolResultPart | None:
+        """The call ready to run, the result answering a call that may not run now, or `None` to hold it.
 
-        This is where calls are held back: unknown tools, invalid arguments, and tools that need a
-        person's approval.
+        This is where calls are held back: unknown tools and invalid arguments are answered at once,
+        denied calls get their denial, and calls that need a person's approval are held (`None`).
+        A `final_result` call of typed output is checked here and answered with the verdict.
         """
-        prepared = self._config.toolbox.prepare(call, context)
-        if isinstance(prepared, Prepared) and prepared.tool.requires_approval:
-            return error_result(call, f"The tool {call.name!r} needs a person's approval before it runs, and "
-                                      "this agent has no way to ask for it, so the call was not run.")
+        config = self._config
+        output = config.output
+        if output is not None and output.kind == "tool" and call.name == FINAL_RESULT_TOOL:
+            checked = output.check_data(call.arguments)
+            if checked.error is not None:
+                return error_result(call, output.tool_error(checked.error))
+            return ToolResultPart(call_id=call.id, name=call.name, result="The final result was accepted.")
+        prepared = config.toolbox.prepare(call, context)
+        if not isinstance(prepared, Prepared):
+            return prepared
+        if call.id in round_.decisions:
+            denial = round_.decisions[call.id]
+            return prepared if denial is None else error_result(call, denial.message)
+        if await _needs_approval(prepared.tool, call, config.requires_approval):
+            return None
         return prepared
 
     async def _answer(self, round_: _Round, call: ToolCallPart | InvalidToolCallPart) -> None:
@@ -389,7 +605,15 @@ class AgentRun:
             result = invalid_call_result(call)
         else:
             context = RunContext(call=call, step=round_.step, messages=round_.request)
-            admitted = self._admit(call, context)
+            try:
+                admitted = await self._admit(round_, call, context)
+            except Exception as exc:
+                # An approval predicate failed: a bug in the caller's code, so the step stops.
+                self._fail(round_, exc)
+                return
+            if admitted is None:
+                round_.held[call.id] = call
+                return
             if isinstance(admitted, ToolResultPart):
                 result = admitted
             else:
@@ -408,21 +632,25 @@ class AgentRun:
                     await outcome
             except Exception as exc:
                 # A failing callback is a bug in the caller's code: stop the step and report it.
-                round_.failure = exc
-                assert round_.tg is not None
-                round_.tg.cancel_scope.cancel()
+                self._fail(round_, exc)
 
-    def _commit(self, round_: _Round, *, missing: str) -> None:
+    @staticmethod
+    def _fail(round_: _Round, exc: Exception) -> None:
+        round_.failure = exc
+        assert round_.tg is not None
+        round_.tg.cancel_scope.cancel()
+
+    def _commit(self, round_: _Round, *, missing: str) -> list[Message]:
         """The one place messages join the run's history: a step's assistant message and its results.
 
         Runs once per step, after its response ended and every tool finished, or while the step is being
-        stopped; calls without a result get an error result saying `missing`. Anything that keeps
-        messages elsewhere (a chat memory, a store) can follow the run from here and never sees a
+        stopped; calls without a result get an error result saying `missing`. Returns the messages it
+        added, which `_remember` hands to the chat memory in one append: a store never sees a
         half-streamed message or a call without its result.
         """
         message = round_.message if round_.message is not None else round_.partial_message()
         if message is None:
-            return
+            return []
         calls = _calls_of(message)
         results = results_in_order(calls, round_.results, missing)
         new = [message, Message.tool_results(results)] if calls else [message]
@@ -430,6 +658,56 @@ class AgentRun:
         self.steps.append(StepResult(index=round_.step, message=message, results=results, usage=round_.usage,
                                      finish_reason=round_.finish_reason))
         self._emit(Committed(new))
+        return new
+
+    async def _add(self, message: Message) -> None:
+        """Commit a message of the run's own (the prompt, a request to correct typed output)."""
+        self.messages.append(message)
+        self._emit(Committed([message]))
+        await self._remember([message])
+
+    async def _remember(self, messages: list[Message], *, stopping: bool = False) -> None:
+        """Append committed messages to the chat memory, before the run goes on.
+
+        While the run is being stopped the append is shielded (for at most `_CLOSE_TIMEOUT` seconds),
+        so a round that was answered with `cancelled` results still reaches the memory whole.
+        """
+        memory = self._config.memory
+        if memory is None or not messages:
+            return
+        if stopping:
+            with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                await memory.append(messages, self._conversation_id)
+        else:
+            await memory.append(messages, self._conversation_id)
+
+
+def _error_of(result: ToolResultPart | None) -> str:
+    if result is not None and isinstance(result.result, dict) and result.result.get("error"):
+        return str(result.result["error"])
+    return "The final_result call was invalid."
+
+
+def _system_prompt(config: RunConfig) -> str | None:
+    instructions = config.output.instructions() if config.output is not None else None
+    if config.system and instructions:
+        return f"{config.system}\n\n{instructions}"
+    return config.system or instructions
+
+
+async def _needs_approval(tool: Tool[..., Any], call: ToolCallPart, agent_rule: ApprovalPredicate | None) -> bool:
+    """Whether the tool's own rule or the agent's says a person must approve this call."""
+    for rule in (tool.requires_approval, agent_rule):
+        if rule is None or rule is False:
+            continue
+        if rule is True:
+            return True
+        verdict = rule(call)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if verdict:
+            return True
+    return False
 
 
 def _calls_of(message: Message) -> list[ToolCallPart | InvalidToolCallPart]:

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, cast
+
+from typing_extensions import TypeVar
 
 from ..events import FinishReason, Usage
-from ..messages import Message, ToolResultPart
+from ..exceptions import UserError
+from ..messages import Message, ToolCallPart, ToolResultPart
 
-__all__ = ["RunChunk", "RunResult", "StepResult", "ToolExecution"]
+if TYPE_CHECKING:
+    from ._approval import RunState
+
+__all__ = ["OutputT", "RunChunk", "RunResult", "RunStatus", "StepResult", "ToolExecution"]
+
+OutputT = TypeVar("OutputT", default=str)
+"""The type of a run's output: `str` for text, or the agent's `output_type`."""
+
+RunStatus: TypeAlias = Literal["completed", "paused"]
+"""`"completed"`: the run has its output. `"paused"`: it waits for a person to approve tool calls."""
 
 ToolExecution: TypeAlias = Literal["eager", "after_stream", "sequential"]
 """When tools start: `"eager"` (each the moment its call is complete, while the model still streams),
@@ -37,30 +49,55 @@ class StepResult:
 
 
 @dataclass(slots=True, kw_only=True)
-class RunResult:
-    """The outcome of a finished run.
+class RunResult(Generic[OutputT]):
+    """The outcome of a run: its output, or the tool calls it paused on.
 
     Attributes:
-        output: The final answer's text.
         messages: The run's new messages in order: the prompt (when one was given), then each assistant
-            message and the user message with its tool results, ending with the final answer.
+            message and the user message with its tool results, ending with the final answer. Only
+            whole rounds: a paused round is in `state`, not here, so this is always a valid history.
         usage: Tokens summed over all steps.
-        steps: Each model request with its usage and tool results.
+        steps: Each model request with its usage and tool results. For a paused run the last step is
+            the paused one, with the results known so far.
+        status: `"completed"` or `"paused"` (waiting for approval).
+        pending: The tool calls waiting for a person's decision (empty unless paused).
+        state: What resuming needs (`None` unless paused): store `state.to_json()`, and later call
+            `agent.run(resume=RunState.from_json(saved), approvals={call_id: True, ...})`.
     """
 
-    output: str
     messages: list[Message]
     usage: Usage
     steps: list[StepResult]
+    status: RunStatus = "completed"
+    pending: list[ToolCallPart] = field(default_factory=list)
+    state: RunState | None = None
+    _output: Any = None
+
+    @property
+    def output(self) -> OutputT:
+        """The final answer: its text, or the validated object of the agent's `output_type`.
+
+        Raises `UserError` for a paused run, which has no answer yet.
+        """
+        if self.status == "paused":
+            names = ", ".join(f"{c.name} ({c.id})" for c in self.pending)
+            raise UserError(f"The run is paused until a person decides on the tool calls {names}, so it has no "
+                            "output yet. Resume it: agent.run(resume=result.state, approvals={call_id: True, ...}).")
+        return cast(OutputT, self._output)
+
+    @property
+    def paused(self) -> bool:
+        """The run waits for approval of `pending` calls."""
+        return self.status == "paused"
 
     @property
     def final_message(self) -> Message:
-        """The assistant message that gave the final answer."""
+        """The assistant message that gave the final answer (for a paused run: the one it paused on)."""
         return self.steps[-1].message
 
 
 @dataclass(slots=True, kw_only=True)
-class RunChunk:
+class RunChunk(Generic[OutputT]):
     """One item of `Agent.run_stream`.
 
     Attributes:
@@ -70,7 +107,11 @@ class RunChunk:
         messages: Messages completed at this moment, to append to a history. An assistant message that
             calls tools arrives together with the user message holding its results, so a history
             extended chunk by chunk is valid at every point.
+        partial: With an `output_type`: the object as far as its JSON has streamed, when it changed (else
+            `None`). Fields not streamed yet are missing; strings may be cut short. Each partial only adds
+            to the one before, within one answer; `result.output` is the validated final object.
     """
 
     output: str = ""
     messages: list[Message] = field(default_factory=list)
+    partial: OutputT | None = None

@@ -1,0 +1,387 @@
+"""Typed output: how a run asks for an object of a type, checks it, and previews it while it streams.
+
+Two ways to get an object from a model, chosen per provider from the capability table:
+- native: the request carries the JSON schema (`settings["output_schema"]`, which each wire protocol
+  maps to its field: OpenAI `response_format`, Gemini `responseJsonSchema`, Ollama `format`...; for
+  JSON-mode hosts a `json_object` response format plus the schema in the instructions) and the final
+  answer's text is the JSON;
+- tool: the model is offered one more tool, `final_result`, whose arguments are the object; a valid
+  call ends the run (Anthropic, and models whose provider is unknown, since every tool-calling model
+  can do it).
+
+Either way the answer is validated with pydantic; a failure goes back to the model (a user message on
+the native path, an error result on the tool path) for a bounded number of retries.
+
+Partial objects are built from `PartialJSON` snapshots: validated where the value already validates,
+otherwise built field by field (`model_construct` for pydantic models, fields not streamed yet left
+unset; dataclasses get `None` for them; TypedDicts and dicts simply lack the keys).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias, get_args, get_origin
+
+import orjson
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from typing_extensions import is_typeddict
+
+from ..exceptions import ToolwireError, UserError
+from ..messages import Message
+from ..models import HTTPModel, Model
+from ..providers import get_provider
+from ..settings import ModelSettings
+from ..tools import ToolDefinition
+
+__all__ = ["FINAL_RESULT_TOOL", "MISSING", "OutputMode", "OutputSpec", "OutputValidationError"]
+
+OutputMode: TypeAlias = Literal["auto", "native", "tool"]
+"""How typed output is requested: `"auto"` (from the provider's capability), `"native"` (the
+provider's structured output) or `"tool"` (a `final_result` tool)."""
+
+FINAL_RESULT_TOOL = "final_result"
+
+OutputKind: TypeAlias = Literal["schema", "json_mode", "tool"]
+
+MISSING: Any = object()
+"""No value (yet): a partial with nothing to show, an uncached adapter."""
+
+
+class OutputValidationError(ToolwireError):
+    """The model did not produce a valid typed output within `output_retries` retries.
+
+    Attributes:
+        errors: What was wrong with the last answer, as told to the model.
+        messages: The run's new messages so far; the history they form is valid (every call answered).
+    """
+
+    def __init__(self, message: str, *, errors: str, messages: list[Message]) -> None:
+        super().__init__(message)
+        self.errors = errors
+        self.messages = messages
+
+
+@dataclass(slots=True, frozen=True)
+class Checked:
+    """The outcome of checking an answer: the value, or what to tell the model about it."""
+
+    value: Any = None
+    error: str | None = None
+
+
+class OutputSpec:
+    """The output type of an agent, and how one run with one model obtains it."""
+
+    def __init__(self, output_type: Any, *, kind: OutputKind) -> None:
+        self.output_type = output_type
+        self.kind: OutputKind = kind
+        try:
+            self.adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+            schema = self.adapter.json_schema()
+        except Exception as exc:
+            raise UserError(
+                f"output_type={output_type!r} cannot be used for typed output ({type(exc).__name__}: {exc}). "
+                "Use a pydantic model, a dataclass, a TypedDict (from typing_extensions on Python 3.11) "
+                "or another type pydantic can validate."
+            ) from exc
+        self.name = _schema_name(output_type)
+        self.description = str(schema.get("description") or "")
+        self.wrapped = schema.get("type") != "object" or "properties" not in schema
+        self.schema = _wrap(schema) if self.wrapped else _without_title(schema)
+        self.strict = _strict_compatible(self.schema)
+        self._lenient = _Lenient()
+
+    @classmethod
+    def for_model(cls, output_type: Any, model: Model, mode: OutputMode) -> OutputSpec:
+        """Choose native or tool output for `model` from its provider's capability."""
+        capability = _capability(model)
+        kind: OutputKind
+        if mode == "tool":
+            kind = "tool"
+        elif mode == "native":
+            kind = "json_mode" if capability == "json_mode" else "schema"
+        elif capability is None or capability == "tool":
+            kind = "tool"
+        else:
+            kind = "json_mode" if capability == "json_mode" else "schema"
+        return cls(output_type, kind=kind)
+
+    # -- the request -----------------------------------------------------------------------------
+
+    @property
+    def tool_definition(self) -> ToolDefinition | None:
+        """The `final_result` tool offered to the model (tool output only)."""
+        if self.kind != "tool":
+            return None
+        description = ("Give the final answer: call this tool once, when the task is done, with the answer "
+                       "as its arguments.")
+        if self.description:
+            description += f" The answer is: {self.description}"
+        return ToolDefinition(name=FINAL_RESULT_TOOL, description=description, parameters=self.schema)
+
+    def request_settings(self, settings: ModelSettings) -> ModelSettings:
+        """`settings` with what native output needs added."""
+        if self.kind == "schema":
+            return {**settings, "output_schema": {"name": self.name, "schema": self.schema, "strict": self.strict}}
+        if self.kind == "json_mode":
+            extra = {**settings.get("extra_body", {}), "response_format": {"type": "json_object"}}
+            return {**settings, "extra_body": extra}
+        return settings
+
+    def instructions(self) -> str | None:
+        """Text added to the system prompt: JSON-mode hosts take no schema, so the model is shown it."""
+        if self.kind != "json_mode":
+            return None
+        return ("Answer with one JSON object and nothing else (no prose, no code fences). It must match this "
+                "JSON schema:\n" + orjson.dumps(self.schema).decode())
+
+    # -- checking answers ------------------------------------------------------------------------
+
+    def check_text(self, text: str) -> Checked:
+        """Validate a native answer (the final message's text)."""
+        body = _strip_fence(text)
+        if not body:
+            return Checked(error="The answer was empty; it must be a JSON value matching the schema.")
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return Checked(error=f"The answer is not valid JSON ({exc}).")
+        return self.check_data(data)
+
+    def check_data(self, data: Any) -> Checked:
+        """Validate parsed JSON (the answer, or the `final_result` call's arguments)."""
+        if self.wrapped:
+            if not isinstance(data, dict) or "result" not in data:
+                return Checked(error="The answer must be a JSON object with the value under the key 'result'.")
+            data = data["result"]
+        try:
+            return Checked(value=self.adapter.validate_python(data))
+        except ValidationError as exc:
+            return Checked(error=describe_errors(exc))
+
+    def retry_text(self, error: str) -> str:
+        """The user message asking a native answer again."""
+        return (f"Your answer does not match the required output schema: {error} "
+                "Answer again with only the corrected JSON.")
+
+    def tool_error(self, error: str) -> str:
+        """The error result of an invalid `final_result` call."""
+        return (f"The final result does not match its schema: {error} "
+                f"Call {FINAL_RESULT_TOOL} again with corrected arguments.")
+
+    def text_answer_retry(self) -> str:
+        """The user message when a tool-output model answered in text instead of calling the tool."""
+        return (f"Give your final answer by calling the {FINAL_RESULT_TOOL} tool with the answer as its arguments; "
+                "an answer in plain text cannot be accepted.")
+
+    # -- previews --------------------------------------------------------------------------------
+
+    def partial(self, snapshot: Any) -> Any:
+        """A partial object from a `PartialJSON` snapshot, or `MISSING` when there is nothing to show."""
+        if self.wrapped:
+            if not isinstance(snapshot, dict) or "result" not in snapshot:
+                return MISSING
+            snapshot = snapshot["result"]
+        if snapshot is None:
+            return MISSING
+        return self._lenient.build(self.output_type, snapshot)
+
+
+def is_missing(value: Any) -> bool:
+    return value is MISSING
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """Validation errors as one line the model can act on."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "the value"
+        if error["type"] == "missing":
+            problems.append(f"{where}: this field is required")
+        else:
+            shown = repr(error["input"])
+            if len(shown) > 80:
+                shown = shown[:77] + "..."
+            problems.append(f"{where}: {error['msg']} (got {shown})")
+    return "; ".join(problems) + "."
+
+
+def _capability(model: Model) -> str | None:
+    """The provider's `structured_output` capability, or None for a model of no known provider."""
+    if isinstance(model, HTTPModel):
+        return model.provider.capabilities.structured_output
+    try:
+        return get_provider(model.provider_name).capabilities.structured_output
+    except UserError:
+        return None
+
+
+def _schema_name(output_type: Any) -> str:
+    raw = getattr(output_type, "__name__", None) or "output"
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", str(raw))[:64]
+    return name or "output"
+
+
+def _without_title(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema without the titles pydantic derives from Python names: they repeat keys and cost tokens.
+
+    Only schema keywords are dropped, never a property that happens to be named "title".
+    """
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
+            out[key] = {k: _without_title(v) if isinstance(v, dict) else v for k, v in value.items()}
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
+            out[key] = [_without_title(v) if isinstance(v, dict) else v for v in value]
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            out[key] = _without_title(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _wrap(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema that is not an object, as the `result` property of one (tools and OpenAI need objects)."""
+    schema = _without_title(schema)
+    inner = {k: v for k, v in schema.items() if k != "$defs"}
+    wrapped: dict[str, Any] = {"type": "object", "properties": {"result": inner}, "required": ["result"],
+                               "additionalProperties": False}
+    if "$defs" in schema:
+        wrapped["$defs"] = schema["$defs"]  # refs are "#/$defs/...", from the root: they still resolve
+    return wrapped
+
+
+def _strict_compatible(schema: Any) -> bool:
+    """OpenAI's strict mode needs every object closed and every property required."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "object" or "properties" in schema:
+            properties = schema.get("properties", {})
+            if schema.get("additionalProperties") is not False:
+                return False
+            if set(schema.get("required", ())) != set(properties):
+                return False
+        return all(_strict_compatible(v) for v in schema.values())
+    if isinstance(schema, list):
+        return all(_strict_compatible(v) for v in schema)
+    return True
+
+
+_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+def _strip_fence(text: str) -> str:
+    """The JSON inside a Markdown code fence, which some JSON-mode models add anyway."""
+    match = _FENCE.match(text)
+    return (match.group(1) if match else text).strip()
+
+
+class _Lenient:
+    """Builds the most complete object a partial JSON value allows, validating what already validates."""
+
+    def __init__(self) -> None:
+        self._adapters: dict[Any, TypeAdapter[Any] | None] = {}
+
+    def _adapter(self, tp: Any) -> TypeAdapter[Any] | None:
+        try:
+            cached = self._adapters.get(tp, MISSING)
+        except TypeError:  # an unhashable annotation
+            return None
+        if cached is MISSING:
+            try:
+                cached = TypeAdapter(tp)
+            except Exception:
+                cached = None
+            self._adapters[tp] = cached
+        return cached  # type: ignore[no-any-return]
+
+    def build(self, tp: Any, value: Any) -> Any:
+        adapter = self._adapter(tp)
+        if adapter is not None:
+            try:
+                return adapter.validate_python(value)
+            except ValidationError:
+                pass
+        tp = _strip_annotated(tp)
+        if isinstance(value, dict):
+            return self._build_object(tp, value)
+        if isinstance(value, list):
+            origin = get_origin(tp)
+            if origin in (list, tuple, set, frozenset) or (isinstance(origin, type) and issubclass(origin, Sequence)):
+                args = get_args(tp)
+                item = args[0] if args else Any
+                return [self.build(item, v) for v in value]
+            member = _union_member(tp, list)
+            if member is not None:
+                return self.build(member, value)
+        return value
+
+    def _build_object(self, tp: Any, value: dict[str, Any]) -> Any:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            values: dict[str, Any] = {}
+            for name, info in tp.model_fields.items():
+                key = info.alias or name
+                if key in value:
+                    values[name] = self.build(info.annotation, value[key])
+            return tp.model_construct(_fields_set=set(values), **values)
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            hints = _hints(tp)
+            obj = object.__new__(tp)
+            for f in dataclasses.fields(tp):
+                if f.name in value:
+                    field_value = self.build(hints.get(f.name, Any), value[f.name])
+                elif f.default is not dataclasses.MISSING:
+                    field_value = f.default
+                elif f.default_factory is not dataclasses.MISSING:
+                    field_value = f.default_factory()
+                else:
+                    field_value = None
+                object.__setattr__(obj, f.name, field_value)  # frozen dataclasses too
+            return obj
+        if is_typeddict(tp):
+            hints = _hints(tp)
+            return {k: self.build(hints.get(k, Any), v) for k, v in value.items()}
+        origin = get_origin(tp)
+        if origin is dict or (isinstance(origin, type) and issubclass(origin, Mapping)):
+            args = get_args(tp)
+            item = args[1] if len(args) == 2 else Any
+            return {k: self.build(item, v) for k, v in value.items()}
+        member = _union_member(tp, dict)
+        if member is not None:
+            return self.build(member, value)
+        return value
+
+
+def _strip_annotated(tp: Any) -> Any:
+    while get_origin(tp) is typing.Annotated:
+        tp = get_args(tp)[0]
+    return tp
+
+
+def _union_member(tp: Any, shape: type) -> Any:
+    """The first member of a union that can hold a JSON value of `shape` (dict or list), if any."""
+    if get_origin(tp) not in (typing.Union, types.UnionType):
+        return None
+    for member in get_args(tp):
+        member = _strip_annotated(member)
+        origin = get_origin(member) or member
+        if shape is dict and (is_typeddict(member) or dataclasses.is_dataclass(member)
+                              or (isinstance(member, type) and issubclass(member, BaseModel))
+                              or origin is dict):
+            return member
+        if shape is list and origin in (list, tuple, set, frozenset):
+            return member
+    return None
+
+
+def _hints(tp: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(tp, include_extras=True)
+    except Exception:
+        return {}
