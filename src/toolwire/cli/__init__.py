@@ -14,6 +14,10 @@ COMMANDS: dict[str, str] = {
     "replay": "replay",
     "fake-server": "fake_server",
     "record": "record",
+    "chat": "chat",
+    "run": "run",
+    "providers": "providers",
+    "demo": "demo",
 }
 
 

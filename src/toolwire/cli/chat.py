@@ -1,0 +1,115 @@
+"""`toolwire chat MODEL [--tool M:F ...] [--system TEXT]`: an interactive chat in the terminal.
+
+Each turn streams the answer as it arrives and shows every tool call live: its arguments while they
+stream, a spinner while the tool runs, the result or error the moment it finishes, then the turn's
+token usage. The conversation is kept across turns. `/exit` (or `/quit`, Ctrl-D) ends the chat.
+A tool that needs approval (`@tool(requires_approval=True)`) pauses the turn: the chat asks before
+running it, and a declined call is answered to the model as declined.
+
+A failed turn prints one line and the chat goes on; the turn's completed steps stay in the history
+(every tool call answered), so nothing the model already did is lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import anyio
+import httpx
+from rich.console import Console
+from rich.text import Text
+
+from ..agent import Agent, Approval, Denial
+from ..exceptions import ToolwireError
+from ..messages import Message, ToolCallPart
+from ._render import RunRenderer, error_line, format_call, make_console, stream_turn
+from ._tools import add_model_arguments, make_agent
+
+_EXIT_WORDS = frozenset({"/exit", "/quit", "/q"})
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("chat", help="chat with a model in the terminal, tool calls shown live",
+                       description="Chat with a model; tool calls and their results are shown as they happen. "
+                                   "Type /exit or press Ctrl-D to leave.")
+    p.add_argument("model", help="provider:model, e.g. anthropic:claude-sonnet-4-5")
+    add_model_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _read_prompt(console: Console) -> str | None:
+    """The user's next message; None at end of input. Blocking on purpose: nothing else runs meanwhile."""
+    try:
+        return console.input(Text("you> ", style="bold cyan"))
+    except EOFError:
+        return None
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    console = make_console()
+    agent = make_agent(args)
+    tools = ", ".join(t.name for t in agent.tools) or "none"
+    console.print(Text(f"toolwire chat · {agent.model.name} · tools: {tools} · /exit or Ctrl-D to leave",
+                       style="dim"))
+    renderer = RunRenderer(console)
+    history: list[Message] = []
+    async with agent:
+        while True:
+            line = _read_prompt(console)  # blocks the loop on purpose: the chat is idle while the user types
+            if line is None:
+                console.print()
+                return 0
+            prompt = line.strip()
+            if prompt in _EXIT_WORDS:
+                return 0
+            if not prompt:
+                continue
+            history.extend(await _turn(agent, prompt, history, renderer, console))
+
+
+async def _turn(agent: Agent[Any], prompt: str, history: list[Message], renderer: RunRenderer,
+                console: Console) -> list[Message]:
+    """One turn, resumed after each approval; returns the messages to add to the history (also on failure)."""
+    kept: list[Message] = []
+    try:
+        result = await stream_turn(agent, prompt, renderer, history=history)
+        kept += result.messages
+        while result.paused and result.state is not None:
+            approvals = _ask_approvals(console, result.pending)
+            result = await stream_turn(agent, None, renderer, resume=result.state, approvals=approvals)
+            kept += result.messages
+    except ToolwireError as exc:
+        console.print(Text(error_line(exc), style="bold red"))
+        kept += getattr(exc, "messages", None) or []
+        # Keep a failed turn only when the model got somewhere; otherwise the user simply asks again.
+        return kept if any(m.role == "assistant" for m in kept) else []
+    return kept
+
+
+def _ask_approvals(console: Console, calls: list[ToolCallPart]) -> dict[str, Approval]:
+    """Ask the person about each call waiting for approval; no answer (or end of input) declines."""
+    decisions: dict[str, Approval] = {}
+    for call in calls:
+        question = Text("Run ", style="bold yellow")
+        question.append(format_call(call.name, call.arguments))
+        question.append("? [y/N] ", style="bold yellow")
+        try:
+            answer = console.input(question).strip().lower()
+        except EOFError:
+            answer = ""
+        decisions[call.id] = True if answer in ("y", "yes") else Denial("The user declined to run this call.")
+    return decisions
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import readline  # noqa: F401 - line editing and history for input(), where the platform has it
+    except ImportError:
+        pass
+    try:
+        return anyio.run(_chat, args)
+    except (ToolwireError, httpx.HTTPError, OSError) as exc:
+        sys.stderr.write(error_line(exc) + "\n")
+        return 1

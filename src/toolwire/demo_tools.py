@@ -1,0 +1,132 @@
+"""Example tools: what `toolwire demo` runs, and handy for trying `toolwire chat` without writing any.
+
+    toolwire chat openai:gpt-4.1-mini --tool toolwire.demo_tools:get_weather --tool toolwire.demo_tools:convert_currency
+
+They answer from small built-in tables, with no network, after a pause of their own (0.2 to 0.8
+seconds), so a round of parallel calls visibly finishes in a different order than it was made.
+`book_table` always fails: it shows how an exception inside a tool becomes an error result that the
+model reads and can explain, instead of ending the run.
+
+Arguments carry `examples` in their schemas; the automatic fake provider picks its arguments from
+them, so the offline demo asks about Lisbon like its prompt does.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Annotated, Any
+
+import anyio
+from pydantic import Field
+
+from .exceptions import ToolError
+from .tools import Tool, tool
+
+__all__ = [
+    "DEMO_PROMPT",
+    "DEMO_SYSTEM",
+    "DEMO_TOOLS",
+    "book_table",
+    "convert_currency",
+    "find_restaurants",
+    "get_weather",
+]
+
+DEMO_PROMPT = (
+    "I'm in Lisbon this weekend. What's the weather, where can I eat seafood, how much is 250 USD in euros, "
+    "and can you book a table for two at 20:00?"
+)
+DEMO_SYSTEM = "You are a concise travel assistant. Call every tool you need at once, then answer briefly."
+
+_CONDITIONS = ["sunny", "partly cloudy", "light rain", "windy", "overcast"]
+_RATES_PER_USD = {"USD": 1.0, "EUR": 0.92, "GBP": 0.79, "JPY": 151.3, "CHF": 0.88, "CAD": 1.36}
+_RESTAURANTS = {
+    "seafood": ["Cervejaria do Cais", "Marisqueira Azul", "O Pescador"],
+    "vegetarian": ["Horta Viva", "Folha Verde"],
+    "pizza": ["Forno Velho", "Massa Madre"],
+}
+
+
+def _number(text: str, low: int, high: int) -> int:
+    """A stable number for a text (Python's own hash changes between runs)."""
+    return low + zlib.crc32(text.lower().encode()) % (high - low + 1)
+
+
+@tool
+async def get_weather(city: Annotated[str, Field(examples=["Lisbon"])]) -> dict[str, Any]:
+    """The current weather in a city.
+
+    Args:
+        city: The city name, e.g. "Lisbon".
+    """
+    await anyio.sleep(0.8)  # the slowest tool of the demo: its result arrives last
+    return {
+        "city": city,
+        "temperature_c": _number(city, 8, 31),
+        "conditions": _CONDITIONS[_number(city + "/sky", 0, len(_CONDITIONS) - 1)],
+        "wind_kmh": _number(city + "/wind", 3, 40),
+    }
+
+
+@tool
+async def find_restaurants(
+    city: Annotated[str, Field(examples=["Lisbon"])],
+    cuisine: Annotated[str, Field(examples=["seafood"])] = "seafood",
+) -> list[dict[str, Any]]:
+    """Restaurants in a city that serve a cuisine, best rated first.
+
+    Args:
+        city: The city to search in.
+        cuisine: The kind of food, e.g. "seafood" or "vegetarian".
+    """
+    await anyio.sleep(0.5)
+    names = _RESTAURANTS.get(cuisine.lower(), [f"{cuisine.title()} House"])
+    ratings = {name: _number(f"{city}/{name}", 38, 49) / 10 for name in names}
+    best = sorted(names, key=lambda name: -ratings[name])[:2]
+    return [{"name": name, "rating": ratings[name]} for name in best]
+
+
+@tool
+async def convert_currency(
+    amount: Annotated[float, Field(gt=0, examples=[250])],
+    from_currency: Annotated[str, Field(examples=["USD"])],
+    to_currency: Annotated[str, Field(examples=["EUR"])],
+) -> dict[str, Any]:
+    """Convert an amount of money between currencies at today's rate.
+
+    Args:
+        amount: How much money.
+        from_currency: ISO 4217 code of the currency to convert from, e.g. "USD".
+        to_currency: ISO 4217 code of the currency to convert to, e.g. "EUR".
+    """
+    await anyio.sleep(0.3)
+    source, target = from_currency.upper(), to_currency.upper()
+    for code in (source, target):
+        if code not in _RATES_PER_USD:
+            known = ", ".join(sorted(_RATES_PER_USD))
+            raise ToolError(f"The currency {code!r} is not supported; use one of {known}.")
+    rate = _RATES_PER_USD[target] / _RATES_PER_USD[source]
+    return {"amount": amount, "from": source, "to": target, "rate": round(rate, 4),
+            "converted": round(amount * rate, 2)}
+
+
+@tool
+async def book_table(
+    restaurant: Annotated[str, Field(examples=["Cervejaria do Cais"])],
+    people: Annotated[int, Field(ge=1, le=20, examples=[2])],
+    time: Annotated[str, Field(examples=["20:00"])],
+) -> dict[str, Any]:
+    """Book a table at a restaurant for tonight.
+
+    Args:
+        restaurant: The restaurant's name.
+        people: How many people the table is for.
+        time: The time of the booking, 24-hour "HH:MM".
+    """
+    await anyio.sleep(0.2)
+    # Always fails, on purpose: the demo shows a tool's exception travelling back as an error result.
+    raise ConnectionError(f"the booking service did not answer while booking {restaurant} for {people} at {time}")
+
+
+DEMO_TOOLS: list[Tool[..., Any]] = [get_weather, find_restaurants, convert_currency, book_table]
+"""The demo's tools, in the order they are offered (and called) — not the order they finish."""

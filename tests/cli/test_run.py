@@ -1,0 +1,70 @@
+"""`toolwire run`: one prompt against a fake provider, as JSON messages and as rendered text."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolwire import Message, ToolCallPart, ToolResultPart, load_messages
+from toolwire.cli import main
+from toolwire.testing import FakeProviderServer, FakeText, FakeToolCall, FakeTurn
+
+from .support import ANSI, clean_env, toolwire
+
+TURNS = [
+    FakeTurn(parts=[FakeText(text="Checking both."),
+                    FakeToolCall(name="local_time", arguments={"city": "Oslo"}, chunks=4),
+                    FakeToolCall(name="explode", arguments={"reason": "testing"}, chunks=3)]),
+    FakeTurn(parts=[FakeText(text="It is 14:05 in Oslo; the other tool failed.")]),
+]
+TOOLS = ["--tool", "tests.cli.chat_tools:local_time", "--tool", "tests.cli.chat_tools:explode"]
+
+
+def _check_history(messages: list[Message]) -> None:
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[0].text == "What time is it in Oslo?"
+    calls = messages[1].parts[1:]
+    assert all(isinstance(c, ToolCallPart) for c in calls)
+    assert [(c.name, c.arguments) for c in calls if isinstance(c, ToolCallPart)] == [
+        ("local_time", {"city": "Oslo"}), ("explode", {"reason": "testing"})]
+    results = messages[2].parts
+    assert all(isinstance(r, ToolResultPart) for r in results)
+    ok, failed = results
+    assert isinstance(ok, ToolResultPart) and isinstance(failed, ToolResultPart)
+    assert (ok.name, ok.result, ok.is_error) == ("local_time", "14:05 in Oslo", False)
+    assert failed.is_error and "RuntimeError: boom: testing" in failed.result["error"]
+    assert messages[3].text == "It is 14:05 in Oslo; the other tool failed."
+
+
+def test_run_json_prints_the_new_messages_for_load_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeProviderServer("openai-chat", TURNS, api_key="sk-test") as server:
+        code = main(["run", "openai:gpt-test", "What time is it in Oslo?", *TOOLS, "--system", "Be brief.",
+                     "--base-url", server.base_url, "--api-key", "sk-test", "--json"])
+        sent = server.requests
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    _check_history(load_messages(out))
+    assert sent[0].messages[0] == Message.system("Be brief.")
+    assert [t.name for t in sent[0].tools] == ["local_time", "explode"]
+    # The second request carried both results back, the failure as an error.
+    assert [r.name for r in sent[1].pending_results()] == ["local_time", "explode"]
+
+
+def test_run_json_from_a_separate_process() -> None:
+    with FakeProviderServer("anthropic", TURNS, api_key="sk-ant") as server:
+        done = toolwire("run", "anthropic:claude-test", "What time is it in Oslo?", *TOOLS,
+                        "--base-url", server.base_url, "--json", env=clean_env(ANTHROPIC_API_KEY="sk-ant"))
+    assert done.returncode == 0, done.stderr
+    _check_history(load_messages(done.stdout))
+
+
+def test_run_without_json_renders_text_calls_and_results(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeProviderServer("openai-chat", TURNS) as server:
+        code = main(["run", "openai:gpt-test", "What time is it in Oslo?", *TOOLS,
+                     "--base-url", server.base_url, "--api-key", "k"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ANSI.search(out) is None
+    assert out.splitlines()[:3] == ["Checking both.", '→ local_time(city="Oslo")', '→ explode(reason="testing")']
+    assert '✓ local_time(city="Oslo") → 14:05 in Oslo' in out
+    assert "✗ explode(reason=\"testing\") failed: The tool 'explode' failed with RuntimeError: boom: testing." in out
+    assert "It is 14:05 in Oslo; the other tool failed.\nusage: 2 model requests · " in out
