@@ -333,6 +333,9 @@ class FakeProviderServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
+        # Listening at once lets clients connect (into the backlog) as soon as the URL is announced,
+        # before uvicorn's loop starts accepting.
+        sock.listen(128)
         self.port = sock.getsockname()[1]
         return sock
 

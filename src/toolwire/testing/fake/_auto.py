@@ -120,11 +120,15 @@ def summarize(results: Sequence[ToolResultPart]) -> str:
     """A plain-language summary of one round of tool results."""
     lines = ["Here is what the tools returned:"]
     for result in results:
-        value = result.result if isinstance(result.result, str) else orjson.dumps(result.result).decode()
+        # Protocols without an error flag on results (OpenAI chat) carry toolwire's `{"error": ...}`.
+        error = result.result.get("error") if isinstance(result.result, dict) and len(result.result) == 1 else None
+        failed = result.is_error or isinstance(error, str)
+        shown = error if isinstance(error, str) else result.result
+        value = shown if isinstance(shown, str) else orjson.dumps(shown).decode()
         if len(value) > _RESULT_PREVIEW:
             value = value[:_RESULT_PREVIEW] + "…"
         name = result.name or result.call_id
-        lines.append(f"- {name} failed: {value}" if result.is_error else f"- {name} returned {value}")
+        lines.append(f"- {name} failed: {value}" if failed else f"- {name} returned {value}")
     return "\n".join(lines)
 
 
