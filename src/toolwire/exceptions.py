@@ -10,6 +10,7 @@
     │       ├── ProviderStreamError the provider reported an error inside the stream
     │       └── StreamInterruptedError the connection dropped or the body was malformed mid-stream
     ├── MaxStepsExceeded            the agent loop hit `max_steps`; carries the history so far
+    ├── OutputValidationError       typed output still invalid after `output_retries`; carries the history
     └── ToolError                   raise inside a tool to send a clean error message to the model
 
 Provider and transport errors are converted at the wire edge (`raise ... from exc`), so callers only
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MaxStepsExceeded",
+    "OutputValidationError",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderHTTPError",
@@ -111,6 +113,20 @@ class MaxStepsExceeded(ToolwireError):
 
     def __init__(self, message: str, *, messages: list[Message]) -> None:
         super().__init__(message)
+        self.messages = messages
+
+
+class OutputValidationError(ToolwireError):
+    """The model did not produce a valid typed output within `output_retries` retries.
+
+    Attributes:
+        errors: What was wrong with the last answer, as told to the model.
+        messages: The run's new messages so far; the history they form is valid (every call answered).
+    """
+
+    def __init__(self, message: str, *, errors: str, messages: list[Message]) -> None:
+        super().__init__(message)
+        self.errors = errors
         self.messages = messages
 
 

@@ -31,8 +31,7 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import is_typeddict
 
-from ..exceptions import ToolwireError, UserError
-from ..messages import Message
+from ..exceptions import OutputValidationError, UserError
 from ..models import HTTPModel, Model
 from ..providers import get_provider
 from ..settings import ModelSettings
@@ -50,20 +49,6 @@ OutputKind: TypeAlias = Literal["schema", "json_mode", "tool"]
 
 MISSING: Any = object()
 """No value (yet): a partial with nothing to show, an uncached adapter."""
-
-
-class OutputValidationError(ToolwireError):
-    """The model did not produce a valid typed output within `output_retries` retries.
-
-    Attributes:
-        errors: What was wrong with the last answer, as told to the model.
-        messages: The run's new messages so far; the history they form is valid (every call answered).
-    """
-
-    def __init__(self, message: str, *, errors: str, messages: list[Message]) -> None:
-        super().__init__(message)
-        self.errors = errors
-        self.messages = messages
 
 
 @dataclass(slots=True, frozen=True)
