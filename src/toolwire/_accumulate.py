@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 import orjson
@@ -57,6 +58,38 @@ __all__ = ["Accumulator", "ThinkingBlock", "ToolCallBuilder", "new_call_id", "pa
 _PREVIEW_EVERY_FRAGMENT_BELOW = 8192
 
 TRUNCATED_REASON = "The stream ended before this call's arguments were complete, so it was not run."
+
+# One event is built per streamed fragment. Calling a slotted dataclass with keywords costs ~3x what
+# filling a fresh instance does, so the two per-fragment events are filled directly, for as long as
+# their fields are the ones listed here (otherwise the ordinary constructors are used).
+_new = object.__new__
+_FAST_EVENTS = (
+    [(f.name, f.default) for f in fields(TextDelta)][1:] == [("type", "text_delta")]
+    and [f.name for f in fields(TextDelta)] == ["text", "type"]
+    and [(f.name, f.default) for f in fields(ToolCallDelta)][3:] == [("arguments", None), ("type", "tool_call_delta")]
+    and [f.name for f in fields(ToolCallDelta)] == ["id", "index", "arguments_delta", "arguments", "type"]
+)
+
+
+def _text_delta(text: str) -> TextDelta:
+    if not _FAST_EVENTS:
+        return TextDelta(text=text)
+    event: TextDelta = _new(TextDelta)
+    event.text = text
+    event.type = "text_delta"
+    return event
+
+
+def _tool_call_delta(call_id: str, index: int, fragment: str, arguments: Any) -> ToolCallDelta:
+    if not _FAST_EVENTS:
+        return ToolCallDelta(id=call_id, index=index, arguments_delta=fragment, arguments=arguments)
+    event: ToolCallDelta = _new(ToolCallDelta)
+    event.id = call_id
+    event.index = index
+    event.arguments_delta = fragment
+    event.arguments = arguments
+    event.type = "tool_call_delta"
+    return event
 
 
 def new_call_id() -> str:
@@ -162,7 +195,7 @@ class Accumulator:
             self._slots.append(last)
             self._last = last
         last.chunks.append(delta)
-        self.events.append(TextDelta(text=delta))
+        self.events.append(_text_delta(delta))
 
     def thinking(self, delta: str, *, new_block: bool = False, provider_data: dict[str, Any] | None = None,
                  block: ThinkingBlock | None = None) -> ThinkingBlock:
@@ -244,16 +277,16 @@ class Accumulator:
         if not fragment or call.ended:
             return
         call.fragments.append(fragment)
-        preview = None
         parser = call.preview
-        if parser is not None:
-            parser.feed(fragment)
-            size = parser.size
-            if size < _PREVIEW_EVERY_FRAGMENT_BELOW or size >= call._preview_at:
-                call.arguments = parser.snapshot()
-                call._preview_at = size + (size >> 2)
-            preview = call.arguments
-        self.events.append(ToolCallDelta(id=call.id, index=call.index, arguments_delta=fragment, arguments=preview))
+        if parser is None:
+            self.events.append(_tool_call_delta(call.id, call.index, fragment, None))
+            return
+        parser.feed(fragment)
+        size = parser.size
+        if size < _PREVIEW_EVERY_FRAGMENT_BELOW or size >= call._preview_at:
+            call.arguments = parser.snapshot()
+            call._preview_at = size + (size >> 2)
+        self.events.append(_tool_call_delta(call.id, call.index, fragment, call.arguments))
 
     def end_call(self, call: ToolCallBuilder, *, complete: bool = True, reason: str | None = None,
                  arguments: dict[str, Any] | None = None) -> ToolCallPart | InvalidToolCallPart:

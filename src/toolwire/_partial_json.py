@@ -1,9 +1,9 @@
 """Incremental parsing of a JSON document that is still arriving, for live argument previews.
 
-`PartialJSON.feed(fragment)` consumes only the new text (string bodies are skipped with one regex
-search per fragment, not character by character, and escapes are decoded as they complete), so feeding
-a document costs time linear in its size. A string being streamed is kept decoded, so a snapshot joins
-its pieces (and keeps the join for the next one) instead of decoding the whole prefix again.
+`PartialJSON.feed(fragment)` consumes only the new text, so feeding a document costs time linear in its
+size. Inside a string (where long arguments spend their time) a fragment is only checked for a quote
+and a trailing backslash and kept as it came; the raw text is decoded (by orjson, escapes included) when
+a snapshot needs it, and only the part not decoded yet: a snapshot never re-decodes the whole prefix.
 `snapshot()` materialises what is known so far: containers that are still open, strings cut short
 (kept as the prefix received), and nothing for an unfinished key, number or literal — a preview never
 shows a value that could still change meaning (`12` that may become `123`, `t` that may become `true`).
@@ -21,8 +21,9 @@ import orjson
 
 __all__ = ["PartialJSON"]
 
-_STRING_SPECIAL = re.compile(r'["\\\x00-\x1f]')
-_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_loads = orjson.loads
+_QUOTE_OR_BACKSLASH = re.compile(r'["\\]')
+_CONTROL = re.compile(r"[\x00-\x1f]")
 
 # Parser modes.
 _VALUE = 0  # expecting a value
@@ -37,8 +38,8 @@ _BROKEN = 6  # malformed input: the preview stops here
 class PartialJSON:
     """Feed JSON text in fragments; take snapshots of the value parsed so far."""
 
-    __slots__ = ("_ctrl", "_esc", "_escaped", "_key", "_lit", "_mode", "_nested", "_root", "_stack", "_str",
-                 "_str_is_key", "size")
+    __slots__ = ("_bad", "_ctrl", "_done", "_escaped", "_key", "_lit", "_mode", "_nested", "_odd", "_raw", "_root",
+                 "_stack", "_str_is_key", "size")
 
     def __init__(self) -> None:
         self.size = 0
@@ -47,21 +48,31 @@ class PartialJSON:
         self._key: list[str | None] = []  # per open container: the key awaiting its value (dicts)
         self._root: Any = _MISSING
         self._nested = False  # a container was opened inside another one
-        self._str: list[str] = []  # decoded text of the string being read
+        # The string being read: `_done` is decoded, `_raw` is what came after it, still escaped.
+        self._done = ""
+        self._raw: list[str] = []
         self._str_is_key = False
-        self._esc = ""  # an escape sequence not complete yet (or a high surrogate awaiting its pair)
-        self._escaped = False  # the string being read has an escape
-        self._ctrl = False  # ... and a raw control character (with an escape, that makes it invalid)
+        self._odd = False  # the raw text ends with an unpaired backslash: the next character is escaped
+        self._escaped = False  # the string has an escape ...
+        self._ctrl = False  # ... or a raw control character: both together make it invalid JSON
+        self._bad = False  # the string is not valid JSON: no preview of it, and the parse stops at its end
         self._lit: list[str] = []
 
     def feed(self, fragment: str) -> None:
         self.size += len(fragment)
-        i, n = 0, len(fragment)
+        i = 0
         if self._mode == _STRING:  # the common case: more of a long string
-            if not self._esc and _STRING_SPECIAL.search(fragment) is None:
-                self._str.append(fragment)
+            # A fragment that cannot end the string or leave an escape open is kept as it is: one without
+            # a quote, or (with no backslash pair, so every backslash starts an escape) whose every quote
+            # follows a backslash.
+            if not self._odd and fragment[-1:] != "\\" and (
+                '"' not in fragment
+                or ("\\\\" not in fragment and fragment.count('"') == fragment.count('\\"'))
+            ):
+                self._raw.append(fragment)
                 return
             i = self._scan_string(fragment, 0)
+        n = len(fragment)
         while i < n:
             mode = self._mode
             if mode == _STRING:
@@ -138,92 +149,75 @@ class PartialJSON:
     # -- internals -----------------------------------------------------------------------------
 
     def _start_string(self, is_key: bool) -> None:
-        self._mode, self._str_is_key, self._str = _STRING, is_key, []
-        self._escaped = self._ctrl = False
+        self._mode, self._str_is_key = _STRING, is_key
+        self._done, self._raw = "", []
+        self._odd = self._escaped = self._ctrl = self._bad = False
 
     def _scan_string(self, s: str, i: int) -> int:
+        """Find the closing quote (one not escaped by an odd run of backslashes); keep the raw text."""
         n = len(s)
-        parts = self._str
+        start = i
+        odd = self._odd
         while i < n:
-            if self._esc:
-                i = self._continue_escape(s, i)
-                if self._mode != _STRING:
-                    return n
+            if odd:
+                odd = False
+                i += 1  # the escaped character, whatever it is
                 continue
-            m = _STRING_SPECIAL.search(s, i)
+            m = _QUOTE_OR_BACKSLASH.search(s, i)
             if m is None:
-                parts.append(s[i:] if i else s)
-                return n
+                break
             j = m.start()
-            if j > i:
-                parts.append(s[i:j])
-            c = s[j]
-            if c == '"':
+            if s[j] == '"':
+                if j > start:
+                    self._raw.append(s[start:j])
+                self._odd = False
                 self._end_string()
                 return j + 1
-            if c == "\\":
-                self._escaped = True
-                simple = _SIMPLE_ESCAPES.get(s[j + 1 : j + 2])
-                if simple is not None:
-                    parts.append(simple)
-                    i = j + 2
-                    continue
-                self._esc = c
-            else:
-                # A raw control character: kept, as a string without escapes keeps it; with an escape
-                # the string is not valid JSON (see `_end_string`).
-                self._ctrl = True
-                parts.append(c)
+            odd = True
             i = j + 1
+        if n > start:
+            self._raw.append(s[start:] if start else s)
+        self._odd = odd
         return n
 
-    def _continue_escape(self, s: str, i: int) -> int:
-        """Consume characters of the pending escape; decode it once it is complete."""
-        esc = self._esc
-        if len(esc) == 1:  # just the backslash
-            esc += s[i]
-            i += 1
-            if esc[1] != "u":
-                return self._decode_escape(esc, i)
-        if len(esc) < 6:  # \u and up to 4 hex digits
-            take = min(6 - len(esc), len(s) - i)
-            esc += s[i : i + take]
-            i += take
-            if len(esc) < 6:
-                self._esc = esc
-                return i
-            if not ("\\ud800" <= esc.lower() <= "\\udbff"):
-                return self._decode_escape(esc, i)
-            self._esc = esc  # a high surrogate: the low one must follow as the next escape
-            return i
-        # A high surrogate is pending: collect "\\uXXXX" after it, or stop at the first character that
-        # cannot continue it (decoding then fails, as it does for the whole string).
-        while len(esc) < 12 and i < len(s):
-            c = s[i]
-            if (len(esc) == 6 and c != "\\") or (len(esc) == 7 and c != "u"):
-                return self._decode_escape(esc, i)
-            esc += c
-            i += 1
-        if len(esc) < 12:
-            self._esc = esc
-            return i
-        return self._decode_escape(esc, i)
-
-    def _decode_escape(self, esc: str, i: int) -> int:
-        self._esc = ""
-        try:
-            self._str.append(orjson.loads('"' + esc + '"'))
-        except orjson.JSONDecodeError:
-            self._mode = _BROKEN
-        return i
+    def _decode(self, final: bool) -> None:
+        """Decode the raw text into `_done`, up to an escape that is not complete yet (unless `final`)."""
+        raw = self._raw[0] if len(self._raw) == 1 else "".join(self._raw)
+        keep = ""
+        if not final and "\\" in raw[-12:]:
+            cut = _incomplete_escape(raw)
+            raw, keep = raw[:cut], raw[cut:]
+        self._raw = [keep] if keep else []
+        if self._bad:
+            return
+        has_escape = "\\" in raw
+        if keep or has_escape:
+            self._escaped = True
+        if not has_escape and raw and _CONTROL.search(raw) is not None:
+            self._ctrl = True  # (orjson checks the text it decodes itself)
+        if self._escaped and self._ctrl:
+            self._bad = True  # JSON forbids raw control characters; only an escape-free string keeps them
+            return
+        if not raw:
+            return
+        if has_escape:
+            try:
+                text: str = _loads('"' + raw + '"')
+            except orjson.JSONDecodeError:
+                self._bad = True
+                return
+        else:
+            text = raw
+        self._done = self._done + text if self._done else text
 
     def _end_string(self) -> None:
-        parts = self._str
-        self._str = []
-        if self._escaped and self._ctrl:
-            self._mode = _BROKEN  # JSON forbids raw control characters in strings
+        if self._raw:
+            self._decode(final=True)
+        value, bad = self._done, self._bad
+        self._done, self._raw = "", []
+        if bad:
+            self._mode = _BROKEN
             return
-        value = parts[0] if len(parts) == 1 else "".join(parts)
         if self._str_is_key:
             self._key[-1] = value
             self._mode = _COLON
@@ -231,14 +225,16 @@ class PartialJSON:
             self._value(value)
 
     def _partial_string(self) -> str:
-        parts = self._str
-        if not parts or (self._escaped and self._ctrl):
-            return ""
-        if len(parts) == 1:
-            return parts[0]
-        text = "".join(parts)
-        self._str = [text]  # the next snapshot joins only what arrives meanwhile
-        return text
+        raw = self._raw
+        if raw:
+            piece = raw[0]
+            if len(raw) == 1 and "\\" not in piece and piece.isprintable() and not self._bad:
+                # Plain text since the last snapshot (the usual case): nothing to decode or check.
+                raw.clear()
+                self._done = self._done + piece if self._done else piece
+                return self._done
+            self._decode(final=False)
+        return "" if self._bad else self._done
 
     def _end_literal(self) -> None:
         text = "".join(self._lit)
@@ -284,6 +280,32 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
+
+
+def _incomplete_escape(raw: str) -> int:
+    """Where an escape still arriving begins at the end of `raw` (or `len(raw)` if none does): a lone
+    backslash, a `\\u` with fewer than 4 digits, or a high surrogate whose low half may follow."""
+    n = len(raw)
+    # Escapes are at most 12 characters (a surrogate pair); start at a backslash run's first backslash
+    # so that the run's parity is known.
+    start = max(0, n - 12)
+    while start > 0 and raw[start - 1] == "\\":
+        start -= 1
+    i = raw.find("\\", start)
+    while 0 <= i < n:
+        if i + 1 == n:
+            return i
+        if raw[i + 1] != "u":
+            i = raw.find("\\", i + 2)
+            continue
+        if i + 6 > n:
+            return i
+        if raw[i + 2] in "dD" and raw[i + 3] in "89abAB":
+            after = raw[i + 6 : i + 8]
+            if after in ("", "\\") or (after == "\\u" and i + 12 > n):
+                return i
+        i = raw.find("\\", i + 6)
+    return n
 
 
 def _copy(value: Any) -> Any:

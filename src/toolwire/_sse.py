@@ -20,7 +20,7 @@ __all__ = ["SSEDecoder", "encode_sse"]
 class SSEDecoder:
     """Incremental `text/event-stream` decoder."""
 
-    __slots__ = ("_data", "_event", "_lines", "_names", "_tail")
+    __slots__ = ("_data", "_event", "_lines", "_names", "_prefix", "_prefix_name", "_tail")
 
     def __init__(self) -> None:
         self._tail = b""
@@ -28,6 +28,9 @@ class SSEDecoder:
         self._data: list[bytes] = []
         self._lines = False  # line-by-line mode: the stream has CRs (the tail is then one partial line)
         self._names: dict[bytes, str] = {}  # `event:` lines seen, decoded once
+        # The head of the last event read on the fast path ("event: NAME\ndata: "): most events repeat it.
+        self._prefix = b"data: "
+        self._prefix_name: str | None = None
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, bytes]]:
         """Add bytes; return the events they completed, in order."""
@@ -44,7 +47,12 @@ class SSEDecoder:
         # LF only: whole events end at a blank line; the tail is the event still arriving.
         blocks = chunk.split(b"\n\n")
         self._tail = blocks.pop()
+        prefix, prefix_name = self._prefix, self._prefix_name
+        size = len(prefix)
         for block in blocks:
+            if block.startswith(prefix) and block.find(b"\n", size) < 0:
+                out.append((prefix_name, block[size:]))
+                continue
             newline = block.find(b"\n")
             if newline < 0:
                 if block[:5] == b"data:":
@@ -56,7 +64,12 @@ class SSEDecoder:
                 if name is None:
                     name = self._name(block[:newline])
                 value = block[newline + 6 :]
-                out.append((name, value[1:] if value[:1] == b" " else value))
+                if value[:1] == b" ":
+                    value = value[1:]
+                    prefix, prefix_name = block[: newline + 7], name
+                    size = len(prefix)
+                    self._prefix, self._prefix_name = prefix, prefix_name
+                out.append((name, value))
                 continue
             for line in block.split(b"\n"):
                 self._line(line, out)
