@@ -254,9 +254,10 @@ def _plot(data: dict[str, Any], protocols: list[str], path: Path) -> None:
             values = [_us(index.get((protocol, size, n))) for n in shown]
             xs = [i + (k - (len(sizes) - 1) / 2) * width for i in range(len(shown))]
             bars = ax.bar(xs, [v or 0 for v in values], width, label=size, color=colors.get(size, "#888"))
-            for bar, value in zip(bars, values, strict=True):
+            for bar, value, name in zip(bars, values, shown, strict=True):
                 if value is None:
-                    label = "skipped"
+                    m = index.get((protocol, size, name))
+                    label = m["status"] if m is not None else "-"
                 else:
                     label = f"{value:.2g}" if value < 1 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
                 ax.annotate(label, (bar.get_x() + bar.get_width() / 2, max(bar.get_height(), 0.01)),

@@ -71,18 +71,14 @@ _FAST_EVENTS = (
 )
 
 
-def _text_delta(text: str) -> TextDelta:
-    if not _FAST_EVENTS:
-        return TextDelta(text=text)
+def _fast_text_delta(text: str) -> TextDelta:
     event: TextDelta = _new(TextDelta)
     event.text = text
     event.type = "text_delta"
     return event
 
 
-def _tool_call_delta(call_id: str, index: int, fragment: str, arguments: Any) -> ToolCallDelta:
-    if not _FAST_EVENTS:
-        return ToolCallDelta(id=call_id, index=index, arguments_delta=fragment, arguments=arguments)
+def _fast_tool_call_delta(call_id: str, index: int, fragment: str, arguments: Any) -> ToolCallDelta:
     event: ToolCallDelta = _new(ToolCallDelta)
     event.id = call_id
     event.index = index
@@ -90,6 +86,18 @@ def _tool_call_delta(call_id: str, index: int, fragment: str, arguments: Any) ->
     event.arguments = arguments
     event.type = "tool_call_delta"
     return event
+
+
+def _plain_text_delta(text: str) -> TextDelta:
+    return TextDelta(text=text)
+
+
+def _plain_tool_call_delta(call_id: str, index: int, fragment: str, arguments: Any) -> ToolCallDelta:
+    return ToolCallDelta(id=call_id, index=index, arguments_delta=fragment, arguments=arguments)
+
+
+_text_delta = _fast_text_delta if _FAST_EVENTS else _plain_text_delta
+_tool_call_delta = _fast_tool_call_delta if _FAST_EVENTS else _plain_tool_call_delta
 
 
 def new_call_id() -> str:
