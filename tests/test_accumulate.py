@@ -142,3 +142,19 @@ def test_events_serialise_to_json_with_their_tags() -> None:
 def test_usage_adds_up() -> None:
     total = Usage(input_tokens=1, output_tokens=2) + Usage(input_tokens=3, reasoning_tokens=4)
     assert total == Usage(input_tokens=4, output_tokens=2, reasoning_tokens=4)
+
+
+def test_previews_per_read_refresh_the_last_fragment_of_each_read() -> None:
+    acc = Accumulator(previews_per_read=True)
+    call = acc.start_call("c", "f")
+    acc.call_arguments(call, '{"q": "he')
+    acc.call_arguments(call, 'llo", ')
+    acc.refresh_previews()  # end of the first network read
+    acc.call_arguments(call, '"n": 1')
+    acc.call_arguments(call, "2}")
+    deltas = [e for e in acc.events if isinstance(e, ToolCallDelta)]
+    # Within a read, earlier fragments keep the previous preview; the read's last one is fresh.
+    assert [d.arguments for d in deltas[:2]] == [None, {"q": "hello"}]
+    assert deltas[2].arguments == {"q": "hello"}
+    acc.end_call(call)  # the end refreshes the fragment still waiting
+    assert deltas[3].arguments == {"q": "hello", "n": 12}

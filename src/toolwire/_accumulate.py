@@ -145,7 +145,7 @@ ThinkingBlock = _ThinkingRun
 class ToolCallBuilder:
     """A call being streamed. Adapters hold these as handles; only the accumulator changes them."""
 
-    __slots__ = ("_preview_at", "arguments", "ended", "fragments", "id", "index", "name", "preview",
+    __slots__ = ("_fed", "_pending", "_preview_at", "arguments", "ended", "fragments", "id", "index", "name", "preview",
                  "provider_data", "result")
 
     def __init__(self, index: int, call_id: str, name: str, provider_data: dict[str, Any] | None) -> None:
@@ -157,6 +157,8 @@ class ToolCallBuilder:
         self.ended = False
         self.preview: PartialJSON | None = None
         self._preview_at = 0
+        self._pending: ToolCallDelta | None = None
+        self._fed = 0  # fragments already given to the preview parser (per-read mode feeds them in bulk)
         self.arguments: Any = None
         self.result: ToolCallPart | InvalidToolCallPart | None = None
 
@@ -177,9 +179,15 @@ class Accumulator:
         previews: bool = True,
         id_factory: Callable[[], str] = new_call_id,
         provider: str | None = None,
+        previews_per_read: bool = False,
     ) -> None:
         self.events: list[Event] = []
         self.previews = previews
+        # With `previews_per_read`, the streaming layer calls `refresh_previews()` after each network
+        # read: the last fragment of each call in that read gets a fresh preview, earlier ones keep the
+        # previous one. A caller sees the same final state per read at a fraction of the cost.
+        self.previews_per_read = previews_per_read
+        self._stale: list[ToolCallBuilder] = []
         self.provider = provider
         self.metadata: dict[str, Any] = {}
         self.usage: Usage | None = None
@@ -289,12 +297,42 @@ class Accumulator:
         if parser is None:
             self.events.append(_tool_call_delta(call.id, call.index, fragment, None))
             return
+        if self.previews_per_read:
+            event = _tool_call_delta(call.id, call.index, fragment, call.arguments)
+            if call._pending is None:
+                self._stale.append(call)
+            call._pending = event
+            self.events.append(event)
+            return
         parser.feed(fragment)
         size = parser.size
         if size < _PREVIEW_EVERY_FRAGMENT_BELOW or size >= call._preview_at:
             call.arguments = parser.snapshot()
             call._preview_at = size + (size >> 2)
         self.events.append(_tool_call_delta(call.id, call.index, fragment, call.arguments))
+
+    @staticmethod
+    def _feed_preview(call: ToolCallBuilder, parser: PartialJSON) -> None:
+        """Per-read mode: give the parser this read's fragments in one piece (one scan, not one per fragment)."""
+        fragments = call.fragments
+        if call._fed < len(fragments):
+            parser.feed("".join(fragments[call._fed:]))
+            call._fed = len(fragments)
+
+    def refresh_previews(self) -> None:
+        """End of a network read (`previews_per_read`): give each call's last fragment a fresh preview."""
+        for call in self._stale:
+            event, call._pending = call._pending, None
+            parser = call.preview
+            if event is None or parser is None:
+                continue
+            self._feed_preview(call, parser)
+            size = parser.size
+            if size < _PREVIEW_EVERY_FRAGMENT_BELOW or size >= call._preview_at:
+                call.arguments = parser.snapshot()
+                call._preview_at = size + (size >> 2)
+            event.arguments = call.arguments
+        self._stale.clear()
 
     def end_call(self, call: ToolCallBuilder, *, complete: bool = True, reason: str | None = None,
                  arguments: dict[str, Any] | None = None) -> ToolCallPart | InvalidToolCallPart:
@@ -306,6 +344,10 @@ class Accumulator:
         if call.result is not None:
             return call.result
         call.ended = True
+        if call._pending is not None and call.preview is not None:
+            self._feed_preview(call, call.preview)
+            call._pending.arguments = call.preview.snapshot()  # the fragments before the end, in full
+            call._pending = None
         raw = call.raw
         if arguments is not None and complete:
             if not raw:

@@ -179,7 +179,7 @@ class StreamedResponse(ModelResponse):
         self._response: httpx.Response | None = None
         self._iterator: AsyncIterator[Event] | None = None
         self.accumulator = Accumulator(previews=model.previews, id_factory=model.id_factory,
-                                       provider=model.provider_name)
+                                       provider=model.provider_name, previews_per_read=True)
         self.message: Message | None = None
         self.usage: Usage | None = None
         self.finish_reason: FinishReason | None = None
@@ -221,6 +221,8 @@ class StreamedResponse(ModelResponse):
         try:
             async for chunk in response.aiter_bytes():
                 parser.feed(chunk)
+                if acc._stale:
+                    acc.refresh_previews()
                 if acc.events:
                     events, acc.events = acc.events, []
                     for event in events:

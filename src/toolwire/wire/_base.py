@@ -53,6 +53,25 @@ class StreamParser(ABC):
     def on_end(self) -> None:  # noqa: B027 - optional hook
         """Protocol-specific end-of-body handling, before the accumulator closes."""
 
+    def dispatch(self, data: bytes, event: str | None = None) -> None:
+        """Decode one framed JSON payload and hand it to `on_payload`; anything unreadable stops the parse."""
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            self.malformed(data, exc)
+            return
+        if type(payload) is not dict:
+            self.malformed(data)
+            return
+        try:
+            self.on_payload(event, payload)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            self.malformed(data, exc)
+
+    @abstractmethod
+    def on_payload(self, event: str | None, payload: dict[str, Any]) -> None:
+        """One decoded payload. `event` is the SSE `event:` name, or None where the framing has none."""
+
     def malformed(self, data: bytes | str, exc: BaseException | None = None) -> None:
         snippet = data[:200] if isinstance(data, str) else data[:200].decode("utf-8", "replace")
         why = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
@@ -117,25 +136,10 @@ class SSEParser(StreamParser):
         if data == b"[DONE]":
             self.on_done()
             return
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            self.malformed(data, exc)
-            return
-        if type(payload) is not dict:
-            self.malformed(data)
-            return
-        try:
-            self.on_payload(event, payload)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            self.malformed(data, exc)
+        self.dispatch(data, event)
 
     def on_done(self) -> None:
         """`data: [DONE]` arrived (OpenAI-style terminator)."""
-
-    @abstractmethod
-    def on_payload(self, event: str | None, payload: dict[str, Any]) -> None:
-        """One decoded SSE event. `event` is the `event:` name, or None when the stream has none."""
 
 
 class JSONLinesParser(StreamParser):
@@ -167,24 +171,8 @@ class JSONLinesParser(StreamParser):
             self._line(tail)
 
     def _line(self, line: bytes) -> None:
-        if not line.strip():
-            return
-        try:
-            payload = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            self.malformed(line, exc)
-            return
-        if type(payload) is not dict:
-            self.malformed(line)
-            return
-        try:
-            self.on_payload(None, payload)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            self.malformed(line, exc)
-
-    @abstractmethod
-    def on_payload(self, event: str | None, payload: dict[str, Any]) -> None:
-        """One JSON line."""
+        if line.strip():
+            self.dispatch(line)
 
 
 class WireProtocol(ABC):

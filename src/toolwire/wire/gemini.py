@@ -441,24 +441,12 @@ class GeminiParser(StreamParser):
                 return
 
     def handle(self, data: bytes) -> None:
-        if data == b"[DONE]":
-            return  # not Gemini's, but some proxies in front of it add OpenAI's terminator
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            self.malformed(data, exc)
-            return
-        if type(payload) is not dict:
-            self.malformed(data)
-            return
-        try:
-            self.on_payload(payload)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            self.malformed(data, exc)
+        if data != b"[DONE]":  # not Gemini's, but some proxies in front of it add OpenAI's terminator
+            self.dispatch(data)
 
     # -- chunks --
 
-    def on_payload(self, payload: dict[str, Any]) -> None:
+    def on_payload(self, event: str | None, payload: dict[str, Any]) -> None:
         acc = self.acc
         error = payload.get("error")
         if error is not None:
