@@ -91,7 +91,9 @@ class ToolCallDelta:
     """A fragment of a call's argument text.
 
     `arguments` is a best-effort preview of the arguments parsed so far (an incomplete JSON object with
-    its unfinished tail dropped), or `None` when previews are off or nothing parses yet.
+    its unfinished tail dropped), or `None` when previews are off or nothing parses yet. Over HTTP it is
+    refreshed once per network read: the read's last fragment carries the fresh preview, earlier ones the
+    previous preview.
     """
 
     id: str
