@@ -46,7 +46,7 @@ from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from . import openai_chat
 from ._base import StreamParser
-from .openai_chat import OpenAIChatParser, map_finish_reason, result_content
+from .openai_chat import OpenAIChatParser, map_finish_reason
 
 __all__ = ["MistralParser", "Protocol", "map_call_ids", "mistral_call_id"]
 
@@ -172,23 +172,9 @@ class Protocol(openai_chat.Protocol):
             entry["content"] = chunks
         return entry
 
-    def map_user(self, message: Message) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        content: list[dict[str, Any]] = []
-        for part in message.parts:
-            if isinstance(part, ToolResultPart):
-                out.append({"role": "tool", "tool_call_id": self.map_call_id(part.call_id), "name": part.name,
-                            "content": result_content(part)})
-            elif isinstance(part, TextPart):
-                content.append({"type": "text", "text": part.text})
-            elif isinstance(part, FilePart):
-                content.append(self.map_file(part))
-        if content:
-            if all(c["type"] == "text" for c in content):
-                out.append({"role": "user", "content": "".join(c["text"] for c in content)})
-            else:
-                out.append({"role": "user", "content": content})
-        return out
+    def map_tool_result(self, part: ToolResultPart) -> dict[str, Any]:
+        # Mistral's tool messages also carry the tool's name.
+        return {**super().map_tool_result(part), "name": part.name}
 
     def map_file(self, part: FilePart) -> dict[str, Any]:
         url = part.url or f"data:{part.media_type};base64,{part.data or ''}"

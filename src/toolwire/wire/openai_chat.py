@@ -296,8 +296,7 @@ class Protocol(WireProtocol):
         content: list[dict[str, Any]] = []
         for part in message.parts:
             if isinstance(part, ToolResultPart):
-                out.append({"role": "tool", "tool_call_id": self.map_call_id(part.call_id),
-                            "content": result_content(part)})
+                out.append(self.map_tool_result(part))
             elif isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, FilePart):
@@ -308,6 +307,10 @@ class Protocol(WireProtocol):
             else:
                 out.append({"role": "user", "content": content})
         return out
+
+    def map_tool_result(self, part: ToolResultPart) -> dict[str, Any]:
+        """One `tool` message per result (the consolidated results message is split here)."""
+        return {"role": "tool", "tool_call_id": self.map_call_id(part.call_id), "content": result_content(part)}
 
     def map_file(self, part: FilePart) -> dict[str, Any]:
         url = part.url or f"data:{part.media_type};base64,{part.data or ''}"
