@@ -437,3 +437,23 @@ async def test_a_recorded_mistral_turn_round_trips_into_the_next_request() -> No
         {"type": "thinking", "thinking": [{"type": "text", "text": outcome.message.parts[0].text}]},  # type: ignore[union-attr]
         {"type": "text", "text": "144"},
     ]}
+
+
+def test_user_text_after_tool_results_is_bridged_by_an_assistant_turn() -> None:
+    # An interrupted tool round followed by a new user message: tool → user would be a 400 at Mistral.
+    from toolwire import Message, ToolCallPart, ToolResultPart
+    from toolwire.wire.mistral import TOOL_RESULTS_BRIDGE
+
+    history = [
+        Message.user("Weather?"),
+        Message(role="assistant", parts=[ToolCallPart(id="abcDEF123", name="w", arguments={}, arguments_raw="{}")]),
+        Message.tool_results([ToolResultPart(call_id="abcDEF123", name="w", result={"error": "cancelled"},
+                                             is_error=True)]),
+        Message.user("Never mind, tell me a joke."),
+    ]
+    body = get_model("mistral:mistral-large-latest", api_key="k").build_request(history)[1]
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert body["messages"][3] == {"role": "assistant", "content": TOOL_RESULTS_BRIDGE}
+    # A normal round (results then the model's own answer) gets no bridge.
+    normal = get_model("mistral:mistral-large-latest", api_key="k").build_request(history[:3])[1]
+    assert [m["role"] for m in normal["messages"]] == ["user", "assistant", "tool"]

@@ -123,6 +123,10 @@ class MistralParser(OpenAIChatParser):
                                             "the parts before it are kept. Retry the request.")
 
 
+TOOL_RESULTS_BRIDGE = "Tool results received."
+"""The assistant turn placed between tool results and following user text (Mistral requires one)."""
+
+
 class Protocol(openai_chat.Protocol):
     """Mistral chat completions (`POST /chat/completions`, `stream: true`)."""
 
@@ -154,6 +158,18 @@ class Protocol(openai_chat.Protocol):
         if "thinking" in settings:
             body["reasoning_effort"] = _reasoning_effort(settings["thinking"])
         return merge_extra(body, settings)
+
+    def map_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        # Mistral answers 400 ("Unexpected role 'user' after role 'tool'") when new user text follows
+        # tool results without an assistant turn between them, which happens whenever a user speaks
+        # after an interrupted tool round. A short assistant turn bridges the two in the request only;
+        # the stored history is not changed.
+        out: list[dict[str, Any]] = []
+        for entry in super().map_messages(messages):
+            if entry["role"] == "user" and out and out[-1]["role"] == "tool":
+                out.append({"role": "assistant", "content": TOOL_RESULTS_BRIDGE})
+            out.append(entry)
+        return out
 
     def map_call_id(self, call_id: str) -> str:
         if self._ids is not None and call_id in self._ids:
