@@ -147,3 +147,29 @@ def test_chat_asks_before_running_a_tool_that_needs_approval() -> None:
         results = server.requests[1].pending_results()
     # (OpenAI's wire format has no error flag on tool results: the model reads the error text.)
     assert [r.result for r in results] == ["deleted old.log", {"error": "The user declined to run this call."}]
+
+
+def test_ctrl_c_during_a_turn_cancels_only_that_turn() -> None:
+    turns = [
+        FakeTurn(parts=[FakeText(text="one two three four five six seven eight nine ten eleven twelve", chunks=1)],
+                 delay=0.3),
+        FakeTurn(parts=[FakeText(text="Fresh answer.")]),
+    ]
+    with FakeProviderServer("openai-chat", turns, api_key="sk-test") as server, \
+            chat("openai:gpt-test", "--base-url", server.base_url, "--api-key", "sk-test") as term:
+        term.wait_text("you>")
+        term.child.sendline("Count slowly.")
+        term.wait_text("one two")
+        term.child.sendintr()
+        screen = term.wait_text("(turn cancelled")
+        assert "twelve" not in screen
+        assert "Traceback" not in screen
+        term.wait_for(lambda s: s.rstrip().endswith("you>"), "a new prompt after the cancelled turn")
+        term.child.sendline("Something else.")
+        term.wait_text("Fresh answer.")
+        term.child.sendline("/exit")
+        term.child.expect(pexpect.EOF, timeout=10)
+        term.child.close()
+        assert term.child.exitstatus == 0
+        # The cancelled turn left nothing behind: the next request holds only the new question.
+        assert server.requests[1].messages == [Message.user("Something else.")]

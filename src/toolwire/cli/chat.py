@@ -13,6 +13,8 @@ A failed turn prints one line and the chat goes on; the turn's completed steps s
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import sys
 from typing import Any
 
@@ -66,7 +68,26 @@ async def _chat(args: argparse.Namespace) -> int:
                 return 0
             if not prompt:
                 continue
-            history.extend(await _turn(agent, prompt, history, renderer, console))
+            history.extend(await _interruptible_turn(agent, prompt, history, renderer, console))
+
+
+async def _interruptible_turn(agent: Agent[Any], prompt: str, history: list[Message], renderer: RunRenderer,
+                              console: Console) -> list[Message]:
+    """A turn that Ctrl-C cancels on its own; at the prompt, Ctrl-C still leaves the chat."""
+    loop = asyncio.get_running_loop()
+    with anyio.CancelScope() as scope:
+        try:
+            loop.add_signal_handler(signal.SIGINT, scope.cancel)
+        except (NotImplementedError, RuntimeError):  # no signal handlers on this platform or thread
+            return await _turn(agent, prompt, history, renderer, console)
+        try:
+            return await _turn(agent, prompt, history, renderer, console)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+    # Cancelled: the agent closed the response and cancelled the tools; the turn is dropped whole, so the
+    # history stays what it was before it.
+    console.print(Text("(turn cancelled; the conversation is as it was before it)", style="dim"))
+    return []
 
 
 async def _turn(agent: Agent[Any], prompt: str, history: list[Message], renderer: RunRenderer,
