@@ -8,10 +8,14 @@ from typing import Any
 
 import httpx
 
+from tests.conftest import fixture_path
 from toolwire import Message, get_model
+from toolwire._accumulate import Accumulator
 from toolwire.events import Event
 from toolwire.exceptions import StreamError
 from toolwire.models import StreamedResponse
+from toolwire.replay import payload_lines_to_sse
+from toolwire.wire import protocol_class
 
 
 def counter_ids(prefix: str = "gen_") -> Callable[[], str]:
@@ -90,3 +94,21 @@ def summarize(message: Message) -> list[tuple[Any, ...]]:
         else:
             out.append((part.type,))
     return out
+
+
+def recorded_body(name: str) -> bytes:
+    """A recording as the server sent it (payload-per-line `.chunks.jsonl` files get their SSE framing back)."""
+    body = fixture_path(name).read_bytes()
+    return payload_lines_to_sse(body) if name.endswith(".chunks.jsonl") else body
+
+
+def parse_in_pieces(protocol: str, body: bytes, cuts: list[int]) -> tuple[Message, list[Event], Any, Any, Any]:
+    """Feed `body` to a protocol's parser cut at `cuts`: (message, events, finish_reason, usage, error)."""
+    acc = Accumulator(id_factory=counter_ids())
+    parser = protocol_class(protocol)().new_parser(acc)
+    previous = 0
+    for cut in [*sorted(set(cuts)), len(body)]:
+        parser.feed(body[previous:cut])
+        previous = cut
+    message = parser.close()
+    return message, acc.events, acc.finish_reason, acc.usage, acc.error

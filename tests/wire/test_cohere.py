@@ -9,8 +9,8 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tests.conftest import FIXTURES, fixture_files, fixture_path
-from tests.wire.helpers import chunked_transport, counter_ids, stream_body, summarize
+from tests.conftest import FIXTURES, fixture_files
+from tests.wire.helpers import chunked_transport, counter_ids, recorded_body, stream_body, summarize
 from toolwire import (
     InvalidToolCallPart,
     Message,
@@ -27,7 +27,6 @@ from toolwire import (
 from toolwire._accumulate import Accumulator
 from toolwire.events import Event, ToolCallEnd, ToolCallStart
 from toolwire.messages import FilePart
-from toolwire.replay import payload_lines_to_sse
 from toolwire.wire.cohere import CohereParser, Protocol
 
 MODEL = "cohere:command-a-03-2025"
@@ -76,11 +75,6 @@ EXPECTED: dict[str, dict[str, Any]] = {
 }
 
 
-def _body(name: str) -> bytes:
-    body = fixture_path(name).read_bytes()
-    return payload_lines_to_sse(body) if name.endswith(".chunks.jsonl") else body
-
-
 def _view(message: Message) -> list[tuple[Any, ...]]:
     view = summarize(message)
     for i, part in enumerate(message.parts):
@@ -99,7 +93,7 @@ def test_every_cohere_recording_has_expectations() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 async def test_recorded_stream_over_http(name: str) -> None:
     expected = EXPECTED[name]
-    outcome = await stream_body(MODEL, _body(name), chunk_size=53)
+    outcome = await stream_body(MODEL, recorded_body(name), chunk_size=53)
     assert _view(outcome.message) == expected["parts"]
     assert outcome.response.finish_reason == expected["finish"]
     usage = outcome.response.usage
@@ -121,7 +115,7 @@ async def test_recorded_stream_over_http(name: str) -> None:
 @pytest.mark.anyio
 async def test_request_goes_to_v2_chat_with_bearer_auth() -> None:
     seen: list[httpx.Request] = []
-    body = _body("cohere/text-only.langchain-cohere.sse")
+    body = recorded_body("cohere/text-only.langchain-cohere.sse")
     async with httpx.AsyncClient(transport=chunked_transport(body, seen=seen)) as client:
         model = get_model(MODEL, api_key="test", http_client=client)
         async with model.stream([Message.user("I'm Pickle Rick")]) as response:
@@ -134,7 +128,7 @@ async def test_request_goes_to_v2_chat_with_bearer_auth() -> None:
 
 
 def test_error_message_quotes_the_provider_tool_plan_then_error_invalid_tool_generation() -> None:
-    _, _, acc = _parse([_body("cohere/tool-plan-then-error-invalid-tool-generation.langchain-cohere.sse")])
+    _, _, acc = _parse([recorded_body("cohere/tool-plan-then-error-invalid-tool-generation.langchain-cohere.sse")])
     assert acc.error is not None
     assert acc.error.message == (
         "Cohere ended the response with an error (INVALID_TOOL_GENERATION): your request resulted in an invalid "
@@ -143,7 +137,7 @@ def test_error_message_quotes_the_provider_tool_plan_then_error_invalid_tool_gen
 
 
 def test_each_call_ends_at_its_tool_call_end_tool_plan_then_2_tool_calls() -> None:
-    _, events, _ = _parse([_body("cohere/tool-plan-then-2-tool-calls.vercel.chunks.jsonl")])
+    _, events, _ = _parse([recorded_body("cohere/tool-plan-then-2-tool-calls.vercel.chunks.jsonl")])
     calls = [(e.type, e.index) for e in events if isinstance(e, (ToolCallStart, ToolCallEnd))]
     # The first call is complete (and could start running) before the second one begins.
     assert calls == [("tool_call_start", 0), ("tool_call_end", 0), ("tool_call_start", 1), ("tool_call_end", 1)]
@@ -152,7 +146,7 @@ def test_each_call_ends_at_its_tool_call_end_tool_plan_then_2_tool_calls() -> No
 
 
 def test_usage_keeps_cached_tokens_and_billed_units_command_a_tool_no_params() -> None:
-    message, _, acc = _parse([_body("cohere/command-a_tool-no-params.ruby_llm.sse")])
+    message, _, acc = _parse([recorded_body("cohere/command-a_tool-no-params.ruby_llm.sse")])
     assert acc.usage is not None
     assert acc.usage.cache_read_tokens == 1376
     assert message.metadata["billed_units"] == {"input_tokens": 44, "output_tokens": 28}
@@ -269,7 +263,7 @@ def _split(body: bytes, cuts: list[int]) -> list[bytes]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cuts=st.lists(st.integers(min_value=0, max_value=1 << 20), max_size=60))
 def test_rechunking_a_recording_changes_nothing(name: str, cuts: list[int]) -> None:
-    body = _body(name)
+    body = recorded_body(name)
     whole, whole_events, whole_acc = _parse([body])
     pieces, piece_events, piece_acc = _parse(_split(body, cuts))
     assert pieces == whole
@@ -282,7 +276,7 @@ def test_rechunking_a_recording_changes_nothing(name: str, cuts: list[int]) -> N
 
 @pytest.mark.anyio
 async def test_cut_inside_a_tool_call_delta_gives_an_invalid_call_command_r_tool_plan_then_tool() -> None:
-    body = _body("cohere/command-r_tool-plan-then-tool.langchain-cohere.sse")
+    body = recorded_body("cohere/command-r_tool-plan-then-tool.langchain-cohere.sse")
     cut = body.index(b'{"arguments":"rick"}') + 10  # inside that tool-call-delta's JSON
     outcome = await stream_body(MODEL, body[:cut], chunk_size=200)
     assert isinstance(outcome.error, StreamInterruptedError)
@@ -300,7 +294,7 @@ async def test_cut_inside_a_tool_call_delta_gives_an_invalid_call_command_r_tool
 
 @pytest.mark.anyio
 async def test_a_call_ended_before_the_cut_is_kept_tool_plan_then_2_tool_calls() -> None:
-    body = _body("cohere/tool-plan-then-2-tool-calls.vercel.chunks.jsonl")
+    body = recorded_body("cohere/tool-plan-then-2-tool-calls.vercel.chunks.jsonl")
     cut = body.index(b'"index":1,"delta":{"message":{"tool_calls":{"function":{"arguments":"city"')
     outcome = await stream_body(MODEL, body[:cut], chunk_size=300)
     assert isinstance(outcome.error, StreamInterruptedError)
@@ -324,8 +318,8 @@ TOOLS = [
 @pytest.mark.anyio
 async def test_multi_round_history_maps_to_exact_json() -> None:
     # Round 1 is the recorded Cohere turn (plan + two calls); its plan must travel back as tool_plan.
-    recorded = await stream_body(MODEL, _body("cohere/tool-plan-then-2-tool-calls.vercel.chunks.jsonl"))
-    thought = await stream_body(MODEL, _body("cohere/thinking-text-only.vercel.chunks.jsonl"))
+    recorded = await stream_body(MODEL, recorded_body("cohere/tool-plan-then-2-tool-calls.vercel.chunks.jsonl"))
+    thought = await stream_body(MODEL, recorded_body("cohere/thinking-text-only.vercel.chunks.jsonl"))
     history = [
         Message.system("Be brief."),
         Message.user("Weather and attractions in San Francisco?"),

@@ -19,8 +19,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import fixture_path
-from tests.wire.helpers import chunked_transport
+from tests.wire.helpers import chunked_transport, recorded_body
 from toolwire import (
     InvalidToolCallPart,
     Message,
@@ -32,7 +31,6 @@ from toolwire import (
     get_model,
 )
 from toolwire.messages import dump_messages, load_messages
-from toolwire.replay import payload_lines_to_sse
 
 Body = dict[str, Any]
 
@@ -72,11 +70,6 @@ TOOLS = [
     _tool("getWeather", location="string"), _tool("read_theme"), _tool("read_screen", id="string"),
     _tool("get_something_by_name", name="string"), _tool("get_weather", location="string"),
 ]
-
-
-def recorded(relative: str) -> bytes:
-    body = fixture_path(relative).read_bytes()
-    return payload_lines_to_sse(body) if relative.endswith(".chunks.jsonl") else body
 
 
 # -- what each provider accepts ------------------------------------------------------------------
@@ -467,7 +460,7 @@ class Conversation:
         """
         seen: list[httpx.Request] = []
         spec = TARGETS[target]
-        transport = chunked_transport(recorded(fixture), content_type=spec.content_type, seen=seen)
+        transport = chunked_transport(recorded_body(fixture), content_type=spec.content_type, seen=seen)
         async with httpx.AsyncClient(transport=transport) as client:
             model = get_model(host or spec.spec, api_key="test-key", http_client=client)
             async with model.stream(self.history, tools=TOOLS) as response:

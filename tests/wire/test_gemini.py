@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import fixture_files, fixture_path
-from tests.wire.helpers import chunked_transport, counter_ids, stream_body, summarize
+from tests.wire.helpers import chunked_transport, counter_ids, parse_in_pieces, recorded_body, stream_body, summarize
 from toolwire import (
     FilePart,
     InvalidToolCallPart,
@@ -28,8 +28,7 @@ from toolwire import (
     Usage,
     get_model,
 )
-from toolwire._accumulate import Accumulator
-from toolwire.events import Event, ToolCallDelta, ToolCallEnd, ToolCallStart
+from toolwire.events import ToolCallDelta, ToolCallEnd, ToolCallStart
 from toolwire.messages import dump_messages, load_messages
 from toolwire.replay import payload_lines_to_sse, replay
 from toolwire.wire.gemini import SIGNATURE_PLACEHOLDER, Protocol
@@ -37,12 +36,6 @@ from toolwire.wire.gemini import SIGNATURE_PLACEHOLDER, Protocol
 SPEC = "gemini:gemini-2.5-flash"
 ERROR_FIXTURE = "gemini/error-400-invalid-api-key-response.mirascope.json"
 STREAMS = [f for f in fixture_files("gemini", ".sse", ".json", ".jsonl") if f != ERROR_FIXTURE]
-
-
-def wire_body(name: str) -> bytes:
-    """The body as the server sent it (vercel's payload-per-line files get their SSE framing back)."""
-    body = fixture_path(name).read_bytes()
-    return payload_lines_to_sse(body) if name.endswith(".chunks.jsonl") else body
 
 
 def content_type(name: str) -> str:
@@ -145,7 +138,7 @@ def test_every_recording_has_expectations() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("name", STREAMS)
 async def test_recording_replays_through_http(name: str) -> None:
-    outcome = await stream_body(SPEC, wire_body(name), chunk_size=97, content_type=content_type(name))
+    outcome = await stream_body(SPEC, recorded_body(name), chunk_size=97, content_type=content_type(name))
     expected = EXPECTED[name]
     assert outcome.error is None
     assert comparable(outcome.message) == expected["parts"]
@@ -177,14 +170,14 @@ def test_payload_lines_read_without_sse_framing() -> None:
     """A body of JSON objects one after another (as vercel stores them) reads like the SSE stream."""
     name = "gemini/vertex_gemini-3.1-pro_streamed-partial-args.vercel.chunks.jsonl"
     raw = replay("gemini", fixture_path(name).read_bytes(), id_factory=counter_ids())
-    framed = replay("gemini", wire_body(name), id_factory=counter_ids())
+    framed = replay("gemini", recorded_body(name), id_factory=counter_ids())
     assert raw.message == framed.message
     assert raw.events == framed.events
 
 
 def test_partial_args_call_ends_at_its_terminator_with_previews() -> None:
     name = "gemini/vertex_gemini-3.1-pro_streamed-partial-args.vercel.chunks.jsonl"
-    events = replay("gemini", wire_body(name), id_factory=counter_ids()).events
+    events = replay("gemini", recorded_body(name), id_factory=counter_ids()).events
     kinds = [(type(e).__name__, getattr(e, "id", None) or getattr(getattr(e, "call", None), "id", None))
              for e in events if isinstance(e, (ToolCallStart, ToolCallEnd))]
     # The first call is complete (its terminator) before the second one starts.
@@ -243,17 +236,6 @@ def as_payload_lines(chunks: list[dict[str, Any]]) -> bytes:
     return b"".join(orjson.dumps(c) + b"\n" for c in chunks)
 
 
-def parse_in_pieces(body: bytes, cuts: list[int]) -> tuple[Message, list[Event], Any, Any, Any]:
-    acc = Accumulator(id_factory=counter_ids())
-    parser = Protocol().new_parser(acc)
-    previous = 0
-    for cut in [*sorted(set(cuts)), len(body)]:
-        parser.feed(body[previous:cut])
-        previous = cut
-    message = parser.close()
-    return message, acc.events, acc.finish_reason, acc.usage, acc.error
-
-
 def test_tricky_stream_assembles_the_same_in_every_framing() -> None:
     expected_parts = [
         ThinkingPart(text='Pensée naïve: {"a": [1]} \\ ', provider_data={"gemini": {"part": "thought"}}),
@@ -271,7 +253,7 @@ def test_tricky_stream_assembles_the_same_in_every_framing() -> None:
                      provider_data={"gemini": {"thoughtSignature": "c2lnLWNhbGw="}}),
     ]
     for body in (as_sse(TRICKY_CHUNKS), as_json_array(TRICKY_CHUNKS), as_payload_lines(TRICKY_CHUNKS)):
-        message, _, finish, usage, error = parse_in_pieces(body, [])
+        message, _, finish, usage, error = parse_in_pieces("gemini", body, [])
         assert error is None
         assert message.parts == expected_parts
         assert finish == "tool_calls"
@@ -280,7 +262,7 @@ def test_tricky_stream_assembles_the_same_in_every_framing() -> None:
 
 
 def bodies() -> list[tuple[str, bytes]]:
-    out = [(name, wire_body(name)) for name in STREAMS]
+    out = [(name, recorded_body(name)) for name in STREAMS]
     out += [(name + ":raw-lines", fixture_path(name).read_bytes()) for name in STREAMS if name.endswith(".jsonl")]
     out += [("tricky.sse", as_sse(TRICKY_CHUNKS)), ("tricky.json", as_json_array(TRICKY_CHUNKS)),
             ("tricky.jsonl", as_payload_lines(TRICKY_CHUNKS))]
@@ -294,19 +276,19 @@ BODIES = bodies()
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_rechunking_never_changes_the_result(name: str, body: bytes, data: st.DataObject) -> None:
-    whole = parse_in_pieces(body, [])
+    whole = parse_in_pieces("gemini", body, [])
     cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=40), label="cuts")
-    assert parse_in_pieces(body, cuts) == whole
+    assert parse_in_pieces("gemini", body, cuts) == whole
 
 
 @pytest.mark.parametrize(("name", "body"), BODIES, ids=[name for name, _ in BODIES])
 def test_byte_at_a_time_gives_the_same_result(name: str, body: bytes) -> None:
-    assert parse_in_pieces(body, list(range(len(body)))) == parse_in_pieces(body, [])
+    assert parse_in_pieces("gemini", body, list(range(len(body)))) == parse_in_pieces("gemini", body, [])
 
 
 def test_garbage_between_array_elements_is_a_malformed_chunk() -> None:
     body = b'[{"candidates": []}\r\n, oops {"candidates": []}]'
-    _, _, _, _, error = parse_in_pieces(body, [])
+    _, _, _, _, error = parse_in_pieces("gemini", body, [])
     assert error is not None and error.error_type == "malformed_chunk"
 
 
@@ -315,7 +297,7 @@ def test_garbage_between_array_elements_is_a_malformed_chunk() -> None:
 
 @pytest.mark.anyio
 async def test_sse_cut_before_finish_reason_keeps_what_was_complete() -> None:
-    body = wire_body("gemini/gemini-2.5-pro_thinking-text-only.pydantic-ai.sse")
+    body = recorded_body("gemini/gemini-2.5-pro_thinking-text-only.pydantic-ai.sse")
     events = body.split(b"\r\n\r\n")
     cut = b"\r\n\r\n".join(events[:6]) + b"\r\n\r\n" + events[6][:40]  # 4 thoughts, 2 answers, half an event
     outcome = await stream_body(SPEC, cut, chunk_size=64)
@@ -364,7 +346,7 @@ def test_finish_while_a_string_argument_is_still_streaming_does_not_run_the_call
         chunk([{"functionCall": {"partialArgs": [{"jsonPath": "$.q", "stringValue": "ab", "willContinue": True}],
                                  "willContinue": True}}], finishReason="STOP"),
     ])
-    message, _, finish, _, _ = parse_in_pieces(body, [])
+    message, _, finish, _, _ = parse_in_pieces("gemini", body, [])
     assert finish == "stop"
     assert message.parts == [InvalidToolCallPart(
         id="gen_0", name="f", arguments_raw='{"q":"ab',
@@ -428,7 +410,7 @@ async def test_error_inside_the_stream_keeps_the_text_before_it() -> None:
 
 
 def test_usage_is_reported_when_it_changes_and_the_last_wins() -> None:
-    body = wire_body("gemini/gemini-2.5-pro_thinking-text-only.pydantic-ai.sse")
+    body = recorded_body("gemini/gemini-2.5-pro_thinking-text-only.pydantic-ai.sse")
     result = replay("gemini", body)
     usages = [e.usage for e in result.events if e.type == "usage"]
     assert len(usages) == len(set(map(repr, usages)))  # no repeats of an unchanged count
@@ -441,7 +423,7 @@ def test_usage_is_reported_when_it_changes_and_the_last_wins() -> None:
 @pytest.mark.anyio
 async def test_request_goes_to_stream_generate_content_with_the_api_key_header() -> None:
     seen: list[httpx.Request] = []
-    body = wire_body("gemini/gemini-2.5-flash_text-only-max-tokens.mirascope.sse")
+    body = recorded_body("gemini/gemini-2.5-flash_text-only-max-tokens.mirascope.sse")
     async with httpx.AsyncClient(transport=chunked_transport(body, seen=seen)) as client:
         model = get_model(SPEC, api_key="test", http_client=client)
         message = await model.request([Message.user("List all U.S. states.")], settings={"max_tokens": 50})
@@ -568,14 +550,14 @@ def test_tool_choice(choice: Any, config: dict[str, Any]) -> None:
 
 
 async def parsed(name: str) -> Message:
-    outcome = await stream_body(SPEC, wire_body(name), content_type=content_type(name))
+    outcome = await stream_body(SPEC, recorded_body(name), content_type=content_type(name))
     assert outcome.error is None
     return outcome.message
 
 
 def raw_parts(name: str) -> list[dict[str, Any]]:
     """Every non-empty part of a recording, straight from the file."""
-    body = wire_body(name)
+    body = recorded_body(name)
     if name.endswith(".json"):
         chunks = json.loads(body)
     else:

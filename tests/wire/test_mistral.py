@@ -10,8 +10,8 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tests.conftest import FIXTURES, fixture_files, fixture_path
-from tests.wire.helpers import chunked_transport, counter_ids, stream_body, summarize
+from tests.conftest import FIXTURES, fixture_files
+from tests.wire.helpers import chunked_transport, counter_ids, recorded_body, stream_body, summarize
 from toolwire import (
     InvalidToolCallPart,
     Message,
@@ -26,7 +26,6 @@ from toolwire import (
 )
 from toolwire._accumulate import Accumulator
 from toolwire.events import Event, ToolCallEnd
-from toolwire.replay import payload_lines_to_sse
 from toolwire.wire.mistral import MistralParser, Protocol, map_call_ids, mistral_call_id
 
 MODEL = "mistral:mistral-large-latest"
@@ -60,11 +59,6 @@ EXPECTED: dict[str, dict[str, Any]] = {
 }
 
 
-def _body(name: str) -> bytes:
-    body = fixture_path(name).read_bytes()
-    return payload_lines_to_sse(body) if name.endswith(".chunks.jsonl") else body
-
-
 def _view(message: Message) -> list[tuple[Any, ...]]:
     view = summarize(message)
     for i, part in enumerate(message.parts):
@@ -83,7 +77,7 @@ def test_every_mistral_recording_has_expectations() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 async def test_recorded_stream_over_http(name: str) -> None:
     expected = EXPECTED[name]
-    outcome = await stream_body(MODEL, _body(name), chunk_size=61)
+    outcome = await stream_body(MODEL, recorded_body(name), chunk_size=61)
     assert outcome.error is None
     assert _view(outcome.message) == expected["parts"]
     assert outcome.response.finish_reason == expected["finish"]
@@ -102,7 +96,7 @@ async def test_recorded_stream_over_http(name: str) -> None:
 @pytest.mark.anyio
 async def test_request_goes_to_chat_completions_with_bearer_auth() -> None:
     seen: list[httpx.Request] = []
-    body = _body("mistral/mistral-small_text-only.ruby_llm.sse")
+    body = recorded_body("mistral/mistral-small_text-only.ruby_llm.sse")
     async with httpx.AsyncClient(transport=chunked_transport(body, seen=seen)) as client:
         model = get_model(MODEL, api_key="test", http_client=client)
         async with model.stream([Message.user("Count from 1 to 3")], settings={"max_tokens": 20}) as response:
@@ -116,7 +110,7 @@ async def test_request_goes_to_chat_completions_with_bearer_auth() -> None:
 
 
 def test_parallel_calls_in_one_delta_end_at_the_finish_chunk_mistral_large_parallel() -> None:
-    events = _parse([_body("mistral/mistral-large_parallel-2-tools-one-chunk.magentic.sse")])[1]
+    events = _parse([recorded_body("mistral/mistral-large_parallel-2-tools-one-chunk.magentic.sse")])[1]
     ends = [e for e in events if isinstance(e, ToolCallEnd)]
     assert [(e.index, e.call.id) for e in ends] == [(0, "nqjf8Hqe1"), (1, "ATcpCKul3")]
     kinds = [e.type for e in events]
@@ -195,7 +189,7 @@ def _split(body: bytes, cuts: list[int]) -> list[bytes]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cuts=st.lists(st.integers(min_value=0, max_value=1 << 20), max_size=60))
 def test_rechunking_a_recording_changes_nothing(name: str, cuts: list[int]) -> None:
-    body = _body(name)
+    body = recorded_body(name)
     whole, whole_events, whole_acc = _parse([body])
     pieces, piece_events, piece_acc = _parse(_split(body, cuts))
     assert pieces == whole
@@ -228,7 +222,7 @@ async def test_calls_cut_before_the_finish_reason_are_invalid() -> None:
 
 @pytest.mark.anyio
 async def test_recording_cut_mid_chunk_keeps_what_was_streamed_magistral_medium_thinking() -> None:
-    body = _body("mistral/magistral-medium_thinking-text-only.pydantic-ai.sse")
+    body = recorded_body("mistral/magistral-medium_thinking-text-only.pydantic-ai.sse")
     cut = body.index(b'"content":"To"') + 5  # inside the first text chunk's JSON
     outcome = await stream_body(MODEL, body[:cut], chunk_size=500)
     assert isinstance(outcome.error, StreamInterruptedError)
@@ -430,7 +424,7 @@ def test_images_and_documents_use_mistral_chunk_types() -> None:
 
 @pytest.mark.anyio
 async def test_a_recorded_mistral_turn_round_trips_into_the_next_request() -> None:
-    outcome = await stream_body(MODEL, _body("mistral/mistral-small_hybrid-reasoning-text-only.ruby_llm.sse"))
+    outcome = await stream_body(MODEL, recorded_body("mistral/mistral-small_hybrid-reasoning-text-only.ruby_llm.sse"))
     body = Protocol().build_request("m", [Message.user("12*12?"), outcome.message, Message.user("and 13*13?")],
                                     (), {})
     assert body["messages"][1] == {"role": "assistant", "content": [

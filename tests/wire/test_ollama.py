@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import fixture_files, fixture_path
-from tests.wire.helpers import chunked_transport, counter_ids, stream_body, summarize
+from tests.wire.helpers import chunked_transport, parse_in_pieces, stream_body, summarize
 from toolwire import (
     FilePart,
     InvalidToolCallPart,
@@ -28,7 +28,6 @@ from toolwire import (
     get_model,
 )
 from toolwire._accumulate import Accumulator
-from toolwire.events import Event
 from toolwire.wire.ollama import Protocol
 
 SPEC = "ollama:llama3.1"
@@ -105,19 +104,8 @@ TRICKY = ndjson(
 )
 
 
-def parse_in_pieces(body: bytes, cuts: list[int]) -> tuple[Message, list[Event], Any, Any, Any]:
-    acc = Accumulator(id_factory=counter_ids())
-    parser = Protocol().new_parser(acc)
-    previous = 0
-    for cut in [*sorted(set(cuts)), len(body)]:
-        parser.feed(body[previous:cut])
-        previous = cut
-    message = parser.close()
-    return message, acc.events, acc.finish_reason, acc.usage, acc.error
-
-
 def test_several_calls_in_one_line_stay_distinct_with_unique_ids() -> None:
-    message, _, finish, usage, error = parse_in_pieces(TRICKY, [])
+    message, _, finish, usage, error = parse_in_pieces("ollama", TRICKY, [])
     assert error is None
     assert summarize(message) == [
         ("thinking", "Deux villes: Zürich et Saint-É", 50),
@@ -140,12 +128,12 @@ BODIES = [(name, fixture_path(name).read_bytes()) for name in RECORDINGS] + [("t
 @given(data=st.data())
 def test_rechunking_never_changes_the_result(name: str, body: bytes, data: st.DataObject) -> None:
     cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=40), label="cuts")
-    assert parse_in_pieces(body, cuts) == parse_in_pieces(body, [])
+    assert parse_in_pieces("ollama", body, cuts) == parse_in_pieces("ollama", body, [])
 
 
 @pytest.mark.parametrize(("name", "body"), BODIES, ids=[name for name, _ in BODIES])
 def test_byte_at_a_time_gives_the_same_result(name: str, body: bytes) -> None:
-    assert parse_in_pieces(body, list(range(len(body)))) == parse_in_pieces(body, [])
+    assert parse_in_pieces("ollama", body, list(range(len(body)))) == parse_in_pieces("ollama", body, [])
 
 
 @pytest.mark.anyio
@@ -161,7 +149,7 @@ async def test_stream_cut_before_done_keeps_the_text() -> None:
 
 def test_calls_before_a_cut_stay_runnable() -> None:
     """Ollama sends each call whole, so a call that arrived is complete even if the stream then breaks."""
-    message, _, _, _, error = parse_in_pieces(TRICKY[: TRICKY.rindex(b'{"model"')], [])
+    message, _, _, _, error = parse_in_pieces("ollama", TRICKY[: TRICKY.rindex(b'{"model"')], [])
     assert error is not None and error.error_type == "incomplete_stream"
     assert [p.type for p in message.parts] == ["thinking", "text", "tool_call", "tool_call", "tool_call", "tool_call"]
 
@@ -181,12 +169,12 @@ async def test_error_line_is_an_error_finish() -> None:
 def test_done_reasons(raw: str | None, reason: str) -> None:
     last = line(done=True)
     last["done_reason"] = raw
-    _, _, finish, _, error = parse_in_pieces(ndjson(line("Hi"), last), [])
+    _, _, finish, _, error = parse_in_pieces("ollama", ndjson(line("Hi"), last), [])
     assert (finish, error) == (reason, None)
 
 
 def test_a_line_that_is_not_json_is_a_malformed_chunk() -> None:
-    _, _, _, _, error = parse_in_pieces(ndjson(line("Hi")) + b"<html>502 Bad Gateway</html>\n", [])
+    _, _, _, _, error = parse_in_pieces("ollama", ndjson(line("Hi")) + b"<html>502 Bad Gateway</html>\n", [])
     assert error is not None and error.error_type == "malformed_chunk"
 
 
