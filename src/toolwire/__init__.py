@@ -1,5 +1,7 @@
 """toolwire: stream LLM responses with tool calls across providers, and run the tool loop for you."""
 
+import logging as _logging
+
 from .agent import (
     Agent as Agent,
     AgentRun as AgentRun,
@@ -59,6 +61,10 @@ from .settings import ModelSettings as ModelSettings
 from .tools import RunContext as RunContext, Tool as Tool, ToolDefinition as ToolDefinition, tool as tool
 
 __version__ = "0.1.0"
+
+# A library prints nothing unless the application configures logging: the `toolwire` logger (tool
+# exceptions with their tracebacks, memory timeouts) only reaches handlers the application adds.
+_logging.getLogger("toolwire").addHandler(_logging.NullHandler())
 
 __all__ = [
     "Agent",
