@@ -404,11 +404,14 @@ class AgentRun(Generic[OutputT]):
     async def _start(self) -> None:
         """Read the history from the memory when it holds it, then commit the prompt.
 
-        A resume is checked here, before any tool of it runs: the memory conversation must be where the
-        run paused (and form a valid history with the paused round), then the state's id is claimed.
+        A resume is checked here, before any tool of it runs: the state's id is claimed (a state used
+        once is refused as such, whatever else changed since), then the memory conversation must be
+        where the run paused and form a valid history with the paused round.
         """
         config = self._config
         resume = self._resume
+        if resume is not None:
+            await claim_resume(config.claims, resume.id, self._conversation_id)
         if config.memory is not None:
             stored = list(await config.memory.load(self._conversation_id))
             if resume is None:
@@ -424,8 +427,6 @@ class AgentRun(Generic[OutputT]):
                     round_ = [resume.message, Message.tool_results(
                         results_in_order(_calls_of(resume.message), {}, "pending"))]
                     validate_history([*stored, *round_])
-        if resume is not None:
-            await claim_resume(config.claims, resume.id, self._conversation_id)
         if self._prompt is not None:
             await self._add(self._prompt)
 
