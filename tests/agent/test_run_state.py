@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import orjson
 import pytest
 
@@ -362,7 +363,7 @@ class _BrokenResponse(ModelResponse):
         return self._events()
 
     async def _events(self) -> Any:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         partial = Message(role="assistant", parts=Message.assistant("half").parts,
                           metadata={"incomplete": True, "provider": "marking"})
         raise StreamInterruptedError("dropped", provider="marking", partial_message=partial)
