@@ -86,7 +86,7 @@ async def test_item2_pending_calls_come_from_the_message_alone() -> None:
 @pytest.mark.anyio
 async def test_item2_an_edited_call_is_refused_when_signed() -> None:
     """Agent state item 2: with a key, an altered or unsigned state is refused and no tool runs."""
-    state, bank, agent = await paused_state()
+    state, bank, _ = await paused_state()
     signed = orjson.loads(state.to_json(key=KEY))
     assert isinstance(signed["signature"], str) and len(signed["signature"]) == 64
     assert RunState.from_json(orjson.dumps(signed), key=KEY).pending[0].arguments["account"] == "alice"
@@ -175,7 +175,7 @@ async def test_item2_a_broken_memory_conversation_fails_before_any_tool_runs() -
     # Something else rewrote the stored conversation into one ending with an unanswered call.
     memory.clear("c1")
     await memory.append([Message(role="assistant", parts=list(state.message.parts))], "c1")
-    with pytest.raises(UserError, match="not the user message with its results|without its result|calls tool"):
+    with pytest.raises(UserError, match="calls tool 'transfer'"):
         await agent.run(resume=state, approvals={"t1": True})
     assert bank.sent == []
 
