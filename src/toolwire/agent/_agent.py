@@ -520,11 +520,15 @@ class _ChunkBuilder:
 
 
 def _chunk(text: str, partial: Any) -> RunChunk[Any]:
-    return RunChunk(output=text) if is_missing(partial) else RunChunk(output=text, partial=partial)
+    """A chunk with the text and, when there is one, the partial answer (`(data, value)`)."""
+    if is_missing(partial):
+        return RunChunk(output=text)
+    data, value = partial
+    return RunChunk(output=text, partial_data=data, partial=None if is_missing(value) else value)
 
 
 class _Partials:
-    """Partial objects of a typed answer while its JSON streams, fed incrementally.
+    """Partial answers of a typed output while its JSON streams, fed incrementally: `(data, value)` pairs.
 
     Native output feeds each message's text, tool output the `final_result` call's argument text, into
     one `PartialJSON` (linear in the stream's size). A snapshot is taken on every fragment while the
@@ -591,4 +595,5 @@ class _Partials:
         if snapshot is None or snapshot == self._last:
             return _NOTHING
         self._last = snapshot
-        return self._spec.partial(snapshot)
+        data, value = self._spec.partial(snapshot)
+        return _NOTHING if is_missing(data) else (data, value)
