@@ -14,7 +14,17 @@ from typing_extensions import TypedDict
 from tests.agent.support import assert_valid_history, results_of
 from toolwire import Agent, Message, OutputValidationError, UserError, get_model, tool
 from toolwire.agent import _agent
-from toolwire.testing import FakeProviderServer, FakeText, FakeToolCall, FakeTurn, ScriptedModel, Text, ToolCall
+from toolwire.testing import (
+    AutoResponder,
+    FakeProviderServer,
+    FakeText,
+    FakeToolCall,
+    FakeTurn,
+    ScriptedModel,
+    Text,
+    ToolCall,
+)
+from toolwire.testing.fake import FAKE_PROTOCOLS
 
 
 class City(BaseModel):
@@ -441,3 +451,38 @@ async def test_item8_partials_are_honest() -> None:
     # Neither a Town whose population is None, nor one whose population is 'lots': only valid ones.
     assert objects and all(isinstance(o, Town) and isinstance(o.population, int) for o in objects)
     assert objects[-1] == Town(name="Springfield", population=30)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protocol", sorted(FAKE_PROTOCOLS))
+async def test_item17_typed_output_works_offline_against_every_fake_protocol(protocol: str) -> None:
+    """CLI item 17: the fake server's auto mode answers structured-output requests with schema-valid JSON."""
+
+    class Report(BaseModel):
+        city: str
+        population: int
+        landmarks: list[Landmark]
+
+    async with FakeProviderServer(protocol, AutoResponder(seed=1)) as server:
+        model = server.model("fake-model")
+        try:
+            result = await Agent(model, output_type=Report, tools=[get_population]).run("Report on Paris.")
+        finally:
+            await model.aclose()
+    assert isinstance(result.output, Report)
+    if protocol == "anthropic":  # tool output: final_result is called with the other tools, and ends the run
+        assert "final_result" in [t.name for t in server.requests[0].tools]
+    else:  # native output: the tool round, then the typed answer
+        assert len(server.requests) == 2 and "final_result" not in [t.name for t in server.requests[0].tools]
+
+
+@pytest.mark.anyio
+async def test_item17_json_mode_hosts_get_json_from_the_schema_in_the_instructions() -> None:
+    """CLI item 17: JSON mode (no schema field) is answered from the schema toolwire puts in the prompt."""
+    async with FakeProviderServer("openai-chat", AutoResponder(seed=2)) as server:
+        model = get_model("deepseek:deepseek-chat", base_url=server.url + "/v1", api_key="sk-test")
+        try:
+            result = await Agent(model, output_type=City).run("Paris?")
+        finally:
+            await model.aclose()
+    assert isinstance(result.output, City)
