@@ -4,6 +4,7 @@
   for the same memory object), instead of letting two runs interleave their rounds in one history.
 - `claim_resume` asks the `ResumeClaims` (the memory's, the agent's, or this process's) for a state's
   id before any tool of the resumed round runs, so a saved state is resumed at most once.
+- `check_resumable` checks a state against the agent resuming it, before the run starts.
 - `check_position` refuses a resume whose conversation has moved on since the pause: appending the
   resumed round after newer messages would store a history that disagrees with what the model saw.
 """
@@ -11,11 +12,16 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from ..exceptions import ConversationBusyError, RunStateResumedError, RunStateStaleError
+from ..exceptions import ConversationBusyError, RunStateResumedError, RunStateStaleError, UserError
 from ..memory import ChatMemory, InMemoryResumeClaims, ResumeClaims
 
-__all__ = ["ACTIVE", "PROCESS_CLAIMS", "ActiveConversations", "check_position", "claim_resume"]
+if TYPE_CHECKING:
+    from ._approval import RunState
+    from ._run import RunConfig
+
+__all__ = ["ACTIVE", "PROCESS_CLAIMS", "ActiveConversations", "check_position", "check_resumable", "claim_resume"]
 
 PROCESS_CLAIMS = InMemoryResumeClaims()
 """The claims of agents given neither `resume_claims=` nor a memory that claims."""
@@ -75,3 +81,26 @@ async def claim_resume(claims: ResumeClaims, state_id: str, conversation_id: str
             "and save the new state if it paused again.",
             state_id=state_id,
         )
+
+
+def check_resumable(state: RunState, config: RunConfig, conversation_id: str | None) -> None:
+    """Everything about a state that can be checked before the run starts (see `RunState.check`)."""
+    state.check()
+    if conversation_id is not None and conversation_id != state.conversation_id:
+        raise UserError(f"This run state belongs to conversation {state.conversation_id!r}, not "
+                        f"{conversation_id!r}; resume it without conversation_id= (the state names its own).")
+    if config.memory is None and state.conversation_id is not None:
+        raise UserError("This run state belongs to a conversation of a chat memory; resume it with an agent "
+                        "given that memory (memory=...), so the resumed round is stored where it belongs.")
+    if config.memory is not None and state.conversation_id is None:
+        raise UserError("This run state was saved by an agent without a memory, so it names no conversation; "
+                        "resume it with an agent without memory=.")
+    if state.from_memory and not config.memory_is_source:
+        raise UserError("This run state keeps its conversation in the chat memory (own_history=False); resume "
+                        "it with an agent configured the same way.")
+    if state.step >= config.max_steps:
+        raise UserError(f"This run state paused at step {state.step}, and this agent allows max_steps="
+                        f"{config.max_steps}; resume it with an agent allowing more steps.")
+    if state.output_retries > config.output_retries:
+        raise UserError(f"This run state has used {state.output_retries} typed-output retries, more than this "
+                        f"agent's output_retries={config.output_retries}; resume it with the agent that paused it.")

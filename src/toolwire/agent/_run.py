@@ -75,7 +75,7 @@ from ._execute import (
     invalid_call_result,
     results_in_order,
 )
-from ._guard import ACTIVE, PROCESS_CLAIMS, check_position, claim_resume
+from ._guard import ACTIVE, PROCESS_CLAIMS, check_position, check_resumable, claim_resume
 from ._history import validate_history
 from ._output import FINAL_RESULT_TOOL, OutputSpec, OutputValidationError
 from ._types import OutputT, RunResult, StepResult, ToolExecution
@@ -225,7 +225,7 @@ class AgentRun(Generic[OutputT]):
             if prompt is not None or history:
                 raise UserError("A resumed run goes on from its saved state: pass resume= and approvals= without "
                                 "a prompt or a history.")
-            _check_resumable(resume, config, conversation_id)
+            check_resumable(resume, config, conversation_id)
             self._decisions = decisions_for(resume, approvals)
             conversation_id = resume.conversation_id
             history = resume.conversation
@@ -794,29 +794,6 @@ class AgentRun(Generic[OutputT]):
             logger.error(text)
             if not stopping:
                 raise ChatMemoryError(text + " Check the store, then go on from the run's messages.")
-
-
-def _check_resumable(state: RunState, config: RunConfig, conversation_id: str | None) -> None:
-    """Everything about a state that can be checked before the run starts (see `RunState.check`)."""
-    state.check()
-    if conversation_id is not None and conversation_id != state.conversation_id:
-        raise UserError(f"This run state belongs to conversation {state.conversation_id!r}, not "
-                        f"{conversation_id!r}; resume it without conversation_id= (the state names its own).")
-    if config.memory is None and state.conversation_id is not None:
-        raise UserError("This run state belongs to a conversation of a chat memory; resume it with an agent "
-                        "given that memory (memory=...), so the resumed round is stored where it belongs.")
-    if config.memory is not None and state.conversation_id is None:
-        raise UserError("This run state was saved by an agent without a memory, so it names no conversation; "
-                        "resume it with an agent without memory=.")
-    if state.from_memory and not config.memory_is_source:
-        raise UserError("This run state keeps its conversation in the chat memory (own_history=False); resume "
-                        "it with an agent configured the same way.")
-    if state.step >= config.max_steps:
-        raise UserError(f"This run state paused at step {state.step}, and this agent allows max_steps="
-                        f"{config.max_steps}; resume it with an agent allowing more steps.")
-    if state.output_retries > config.output_retries:
-        raise UserError(f"This run state has used {state.output_retries} typed-output retries, more than this "
-                        f"agent's output_retries={config.output_retries}; resume it with the agent that paused it.")
 
 
 def _incomplete(message: Message) -> Message:
