@@ -1,8 +1,14 @@
-"""Test-wide setup: no real network, the recorded fixtures, and anyio on asyncio."""
+"""Test-wide setup: no real network, the recorded fixtures, and anyio on asyncio.
+
+The recorded provider streams live outside the repository, in `../shared/fixtures` (see README,
+"Running the tests"). Where that folder is absent, every test that reads it is skipped with a reason
+saying so; under `CI=true` its absence fails the run at once, since CI must test against them.
+"""
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -45,6 +51,46 @@ def pytest_configure(config: pytest.Config) -> None:
     socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
 
 
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+FIXTURES_MISSING = (f"needs the recorded provider streams in {FIXTURES}, which this checkout does not have "
+                    "(they sit beside the repository as shared/fixtures; see README)")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if IN_CI and not FIXTURES.is_dir():
+        pytest.exit(f"CI=true, but the recorded provider fixtures are missing: the suite {FIXTURES_MISSING}.",
+                    returncode=1)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the fixtures: skip, with the reason, each test that reads them (not the rest of its module)."""
+    if FIXTURES.is_dir():
+        return
+    skip = pytest.mark.skip(reason=FIXTURES_MISSING)
+    for item in items:
+        if _reads_fixtures(item):
+            item.add_marker(skip, append=False)  # this reason first, before "got empty parameter set"
+
+
+def _reads_fixtures(item: pytest.Item) -> bool:
+    function = getattr(item, "function", None)
+    if function is None:
+        return False
+    empty_parameters = any(str(m.kwargs.get("reason", "")).startswith("got empty parameter set")
+                           for m in item.iter_markers("skip"))
+    if empty_parameters:
+        return True
+    module_globals = function.__globals__
+    for name in function.__code__.co_names:
+        value = module_globals.get(name)
+        if value is fixture_files or value is fixture_path:
+            return True
+        # A module-level list of recordings (SSE_FILES = fixture_files(...)) is empty without them.
+        if name.isupper() and isinstance(value, list) and not value:
+            return True
+    return False
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -54,7 +100,9 @@ def fixture_path(relative: str) -> Path:
     """A recorded stream; skips the test (saying why) where the shared fixtures are not present."""
     path = FIXTURES / relative
     if not FIXTURES.is_dir():
-        pytest.skip(f"the recorded provider fixtures ({FIXTURES}) are not present in this checkout")
+        if IN_CI:
+            pytest.fail(f"CI=true, but this test {FIXTURES_MISSING}.")
+        pytest.skip(FIXTURES_MISSING)
     if not path.exists():
         raise FileNotFoundError(f"Recorded fixture {path} is missing.")
     return path

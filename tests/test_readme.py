@@ -33,3 +33,48 @@ def test_capability_table_in_readme_matches_the_code() -> None:
     start = text.index("<!-- capability-table:start -->") + len("<!-- capability-table:start -->")
     end = text.index("<!-- capability-table:end -->")
     assert text[start:end].strip() == capability_table()
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", readme(), re.S)
+
+
+def test_item15_every_python_block_is_a_whole_program() -> None:
+    """README item 15: no top-level `await` or fragment: each block compiles as a script as written."""
+    blocks = python_blocks()
+    assert len(blocks) >= 7
+    for block in blocks:
+        compile(block, "<README block>", "exec")  # a top-level await would be a SyntaxError here
+
+
+def test_item15_the_readme_blocks_run_against_fake_providers(tmp_path: Path) -> None:
+    """README item 15: every Python block runs as written, the providers being fake servers on loopback."""
+    import subprocess
+    import sys
+
+    from tests.cli.support import clean_env
+    from toolwire.testing import AutoResponder, FakeProviderServer
+
+    with FakeProviderServer("openai-chat", AutoResponder(seed=5)) as openai, \
+            FakeProviderServer("anthropic", AutoResponder(seed=5)) as anthropic:
+        env = clean_env(OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=openai.base_url,
+                        ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=anthropic.base_url)
+        scripts = [b for b in python_blocks() if not b.startswith(("# conftest.py", "# test_"))]
+        for number, block in enumerate(scripts):
+            path = tmp_path / f"block_{number}.py"
+            path.write_text(block)
+            done = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                  timeout=120)
+            assert done.returncode == 0, f"README block {number} failed:\n{block}\n{done.stderr}"
+            assert "Traceback" not in done.stderr
+        suite = tmp_path / "suite"
+        suite.mkdir()
+        for block in python_blocks():
+            first = block.splitlines()[0]
+            if first.startswith(("# conftest.py", "# test_")):
+                (suite / first.removeprefix("# ").strip()).write_text(block)
+        assert sorted(p.name for p in suite.iterdir()) == ["conftest.py", "test_weather.py"]
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)],
+                              cwd=suite, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "1 passed" in done.stdout

@@ -1,5 +1,7 @@
 """toolwire: stream LLM responses with tool calls across providers, and run the tool loop for you."""
 
+import logging as _logging
+
 from .agent import (
     Agent as Agent,
     AgentRun as AgentRun,
@@ -28,19 +30,30 @@ from .events import (
     UsageEvent as UsageEvent,
 )
 from .exceptions import (
+    ChatMemoryError as ChatMemoryError,
+    ConversationBusyError as ConversationBusyError,
     MaxStepsExceeded as MaxStepsExceeded,
     ProviderConnectionError as ProviderConnectionError,
     ProviderError as ProviderError,
     ProviderHTTPError as ProviderHTTPError,
     ProviderStreamError as ProviderStreamError,
     ProviderTimeoutError as ProviderTimeoutError,
+    RunStateError as RunStateError,
+    RunStateResumedError as RunStateResumedError,
+    RunStateSignatureError as RunStateSignatureError,
+    RunStateStaleError as RunStateStaleError,
     StreamError as StreamError,
     StreamInterruptedError as StreamInterruptedError,
     ToolError as ToolError,
     ToolwireError as ToolwireError,
     UserError as UserError,
 )
-from .memory import ChatMemory as ChatMemory, InMemoryChatMemory as InMemoryChatMemory
+from .memory import (
+    ChatMemory as ChatMemory,
+    InMemoryChatMemory as InMemoryChatMemory,
+    InMemoryResumeClaims as InMemoryResumeClaims,
+    ResumeClaims as ResumeClaims,
+)
 from .messages import (
     FilePart as FilePart,
     InvalidToolCallPart as InvalidToolCallPart,
@@ -60,10 +73,16 @@ from .tools import RunContext as RunContext, Tool as Tool, ToolDefinition as Too
 
 __version__ = "0.1.0"
 
+# A library prints nothing unless the application configures logging: the `toolwire` logger (tool
+# exceptions with their tracebacks, memory timeouts) only reaches handlers the application adds.
+_logging.getLogger("toolwire").addHandler(_logging.NullHandler())
+
 __all__ = [
     "Agent",
     "AgentRun",
     "ChatMemory",
+    "ChatMemoryError",
+    "ConversationBusyError",
     "Denial",
     "ErrorEvent",
     "Event",
@@ -71,6 +90,7 @@ __all__ = [
     "FinishEvent",
     "HTTPModel",
     "InMemoryChatMemory",
+    "InMemoryResumeClaims",
     "InvalidToolCallPart",
     "MaxStepsExceeded",
     "Message",
@@ -87,10 +107,15 @@ __all__ = [
     "ProviderTimeoutError",
     "ProviderToolEvent",
     "ProviderToolPart",
+    "ResumeClaims",
     "RunChunk",
     "RunContext",
     "RunResult",
     "RunState",
+    "RunStateError",
+    "RunStateResumedError",
+    "RunStateSignatureError",
+    "RunStateStaleError",
     "RunStream",
     "StepResult",
     "StreamError",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Discriminator, TypeAdapter
+from pydantic import Discriminator, Field, PlainValidator, TypeAdapter
 
 from .messages import InvalidToolCallPart, Message, ProviderToolPart, ToolCallPart, ToolResultPart
 
@@ -37,6 +37,10 @@ __all__ = [
     "event_to_dict",
     "event_to_json",
 ]
+
+def _exception_or_none(value: Any) -> BaseException | None:
+    return value if isinstance(value, BaseException) else None
+
 
 FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filter", "error"]
 
@@ -162,11 +166,17 @@ class ToolStartedEvent:
 
 @dataclass(slots=True, kw_only=True)
 class ToolResultEvent:
-    """A tool call's result became available (results arrive in completion order)."""
+    """A tool call's result became available (results arrive in completion order).
+
+    `exception` is the exception the tool raised (with its traceback), for logs and error reporting; it
+    stays in the process: events sent as JSON never carry it.
+    """
 
     result: ToolResultPart
     duration: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    exception: Annotated[BaseException | None, PlainValidator(_exception_or_none), Field(exclude=True)] = field(
+        default=None, repr=False, compare=False)
     type: Literal["tool_result"] = "tool_result"
 
 

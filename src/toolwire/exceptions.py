@@ -2,6 +2,12 @@
 
     ToolwireError
     ├── UserError                   misuse of the API; the message says what to do instead
+    │   └── RunStateError           a saved run state cannot be resumed: malformed or inconsistent
+    │       ├── RunStateSignatureError  unsigned, or altered since it was signed (with a key)
+    │       ├── RunStateResumedError    it was already resumed once (a claim was refused)
+    │       └── RunStateStaleError      its conversation moved on while the run was paused
+    ├── ConversationBusyError       another run of this process is using the same memory conversation
+    ├── ChatMemoryError             the chat memory did not take a finished round in time
     ├── ProviderError               anything the provider side did wrong
     │   ├── ProviderHTTPError       an HTTP error status before streaming began (status, body, message)
     │   ├── ProviderConnectionError could not connect, or the connection failed before the first byte
@@ -25,6 +31,8 @@ if TYPE_CHECKING:
     from .messages import Message
 
 __all__ = [
+    "ChatMemoryError",
+    "ConversationBusyError",
     "MaxStepsExceeded",
     "OutputValidationError",
     "ProviderConnectionError",
@@ -32,6 +40,10 @@ __all__ = [
     "ProviderHTTPError",
     "ProviderStreamError",
     "ProviderTimeoutError",
+    "RunStateError",
+    "RunStateResumedError",
+    "RunStateSignatureError",
+    "RunStateStaleError",
     "StreamError",
     "StreamInterruptedError",
     "ToolError",
@@ -132,3 +144,53 @@ class OutputValidationError(ToolwireError):
 
 class ToolError(ToolwireError):
     """Raise inside a tool to report a failure to the model with exactly this message (no traceback)."""
+
+
+class RunStateError(UserError):
+    """A saved `RunState` cannot be resumed: it is malformed, inconsistent, or does not fit this agent."""
+
+
+class RunStateSignatureError(RunStateError):
+    """A state read with a key (`RunState.from_json(data, key=...)`) is unsigned or was altered after signing."""
+
+
+class RunStateResumedError(RunStateError):
+    """The state was already resumed once; resuming it again would run its approved tools again.
+
+    Attributes:
+        state_id: The id of the state (`RunState.id`).
+    """
+
+    def __init__(self, message: str, *, state_id: str) -> None:
+        super().__init__(message)
+        self.state_id = state_id
+
+
+class RunStateStaleError(RunStateError):
+    """The memory conversation of a paused run has changed since it paused.
+
+    Attributes:
+        expected: The number of messages the conversation had when the run paused.
+        found: The number it has now.
+    """
+
+    def __init__(self, message: str, *, expected: int, found: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.found = found
+
+
+class ConversationBusyError(ToolwireError):
+    """A run was started on a memory conversation that another run of this process is using.
+
+    Attributes:
+        conversation_id: The conversation both runs wanted.
+    """
+
+    def __init__(self, message: str, *, conversation_id: str | None) -> None:
+        super().__init__(message)
+        self.conversation_id = conversation_id
+
+
+class ChatMemoryError(ToolwireError):
+    """The chat memory did not finish storing a round in time; the round may be missing from it."""

@@ -10,15 +10,20 @@
 `toolwire.testing.ScriptedModel` implements it without a network. Leaving the `async with` early closes
 the HTTP response. A stream that breaks or reports an error still yields `message_end` with everything
 complete so far, then raises a `StreamError` carrying that partial message.
+
+An `HTTPModel` that creates its own HTTP client keeps one per event loop and closes it when that loop
+ends (`asyncio.run`, `anyio.run`, a test's loop): a pooled connection never outlives or crosses the
+loop it was opened in, so one model (or a module-level `Agent`) works across any number of loops.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
+import anyio.lowlevel
 import httpx
 import orjson
 
@@ -114,6 +119,7 @@ class HTTPModel(Model):
         self.base_url = provider.resolve_base_url(base_url)
         self._client = http_client
         self._owns_client = http_client is None
+        self._loop_clients: dict[anyio.lowlevel.EventLoopToken, _LoopClient] = {}
         if isinstance(timeout, (int, float)):
             timeout = httpx.Timeout(timeout, connect=min(float(timeout), 10.0))
         # An explicit timeout applies per request, even on a caller's client; otherwise a client we
@@ -128,15 +134,38 @@ class HTTPModel(Model):
 
     @property
     def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout)
-        return self._client
+        """The HTTP client requests of the running event loop use: the caller's, or this model's for this loop."""
+        if self._client is not None:
+            return self._client
+        return self._loop_client().client
+
+    def _loop_client(self) -> _LoopClient:
+        token = anyio.lowlevel.current_token()
+        entry = self._loop_clients.get(token)
+        if entry is None or entry.client.is_closed:
+            # Forget clients of loops that have ended (their loop closed them, or can no longer).
+            for key in [k for k, v in self._loop_clients.items() if v.client.is_closed or _loop_closed(k)]:
+                del self._loop_clients[key]
+            entry = self._loop_clients[token] = _LoopClient(httpx.AsyncClient(timeout=self.timeout))
+        return entry
+
+    async def _request_client(self) -> httpx.AsyncClient:
+        if self._client is not None:
+            return self._client
+        entry = self._loop_client()
+        if entry.closer is None:
+            # An async generator suspended at its `yield` is finalised when its loop shuts down
+            # (asyncio's shutdown_asyncgens, trio's end of run), which closes the client in that loop.
+            entry.closer = _close_at_loop_end(entry.client)
+            await entry.closer.asend(None)
+        return entry.client
 
     async def aclose(self) -> None:
-        """Close the HTTP client, if this model created it."""
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Close the HTTP client this model created for the running event loop (a caller's client stays open)."""
+        if self._owns_client:
+            entry = self._loop_clients.pop(anyio.lowlevel.current_token(), None)
+            if entry is not None:
+                await entry.client.aclose()
 
     def build_request(
         self,
@@ -168,6 +197,28 @@ class HTTPModel(Model):
         return StreamedResponse(self, url, orjson.dumps(body), headers)
 
 
+class _LoopClient:
+    """A client this model made for one event loop, and the generator that closes it when the loop ends."""
+
+    __slots__ = ("client", "closer")
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+        self.closer: AsyncGenerator[None, None] | None = None
+
+
+async def _close_at_loop_end(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+def _loop_closed(token: anyio.lowlevel.EventLoopToken) -> bool:
+    is_closed = getattr(token.native_token, "is_closed", None)
+    return bool(is_closed()) if callable(is_closed) else False
+
+
 class StreamedResponse(ModelResponse):
     """One HTTP response being streamed and assembled."""
 
@@ -187,7 +238,7 @@ class StreamedResponse(ModelResponse):
     async def __aenter__(self) -> StreamedResponse:
         m = self._model
         self._response = await open_stream(
-            m.client, url=self._url, body=self._body, headers=self._headers, provider=m.provider_name,
+            await m._request_client(), url=self._url, body=self._body, headers=self._headers, provider=m.provider_name,
             retry=m.retry, timeout=m.request_timeout,
         )
         return self

@@ -30,9 +30,11 @@ class RecordingMemory(InMemoryChatMemory):
     """Records every append (with how many model requests had been opened by then) and checks the store
     after each one: a valid history, no message cut short."""
 
-    def __init__(self, model: ScriptedModel | None = None, *, append_delay: float = 0.0) -> None:
+    def __init__(self, model: ScriptedModel | None = None, *, append_delay: float = 0.0,
+                 allow_incomplete: bool = False) -> None:
         super().__init__()
         self.model = model
+        self.allow_incomplete = allow_incomplete
         self.append_delay = append_delay
         self.appends: list[list[Message]] = []
         self.requests_at_append: list[int] = []
@@ -50,7 +52,8 @@ class RecordingMemory(InMemoryChatMemory):
         await super().append(messages, conversation_id)
         stored = self.messages(conversation_id)
         assert_valid_history(stored)  # never an unpaired call
-        assert not any(m.metadata.get("incomplete") for m in stored)  # never a half-streamed message
+        if not self.allow_incomplete:
+            assert not any(m.metadata.get("incomplete") for m in stored)  # never a half-streamed message
 
     def roles(self) -> list[list[str]]:
         return [[m.role for m in batch] for batch in self.appends]
@@ -96,7 +99,7 @@ async def test_nothing_is_appended_while_a_message_streams_or_its_tools_run() ->
                           ["done"])
     memory = RecordingMemory(model)
     seen: list[tuple[str, int]] = []
-    async with Agent(model, tools=[slow_tool(log)], memory=memory).stream("go") as run:
+    async with Agent(model, tools=[slow_tool(log)], memory=memory).stream("go", conversation_id="c") as run:
         async for event in run:
             if isinstance(event, (ToolResultEvent, MessageEndEvent)):
                 seen.append((event.type, len(memory.appends)))
@@ -139,20 +142,21 @@ async def test_without_its_own_history_every_request_is_built_from_the_memory() 
             memory.note = text
             return "noted"
 
-        await Agent(model, tools=[set_note], memory=memory, own_history=own_history).run("Weather?")
+        await Agent(model, tools=[set_note], memory=memory, own_history=own_history).run("Weather?",
+                                                                                         conversation_id="c")
         return model, memory
 
     model, memory = await run(own_history=True)
     second = model.requests[1].messages
     assert second[0].text == "Prefer Celsius."  # read once, when the run started
     assert memory.loads == 1
-    assert second[1:] == memory.messages()[:3]  # prompt, the call, its result; then the answer
+    assert second[1:] == memory.messages("c")[:3]  # prompt, the call, its result; then the answer
 
     model, memory = await run(own_history=False)
     second = model.requests[1].messages
     assert second[0].text == "Prefer Fahrenheit."  # the memory is the single source of truth
     assert memory.loads == 3  # at the start, then before each of the two requests
-    assert second[1:] == memory.messages()[:3]
+    assert second[1:] == memory.messages("c")[:3]
 
 
 @pytest.mark.anyio
@@ -161,30 +165,45 @@ async def test_cancelled_mid_tool_the_memory_gets_the_round_with_cancelled_resul
     model = ScriptedModel([ToolCall("work", {"name": "fast", "seconds": 0.0}),
                            ToolCall("work", {"name": "slow", "seconds": 10})])
     memory = RecordingMemory(model, append_delay=0.05)
-    async with Agent(model, tools=[slow_tool(log)], memory=memory).stream("go") as run:
+    async with Agent(model, tools=[slow_tool(log)], memory=memory).stream("go", conversation_id="c") as run:
         async for event in run:
             if isinstance(event, ToolStartedEvent) and event.call.arguments["name"] == "slow":
                 await anyio.sleep(0.02)
                 break
     assert "end:slow" not in log
-    stored = memory.messages()
+    stored = memory.messages("c")
     assert stored == run.messages  # the shielded append finished although the run was being cancelled
     assert [m.role for m in stored] == ["user", "assistant", "user"]
     assert [r.result for r in results_of(stored)] == ["fast done", {"error": "cancelled"}]
 
 
 @pytest.mark.anyio
-async def test_cancelled_mid_stream_the_memory_gets_nothing_of_that_step() -> None:
+async def test_cancelled_mid_stream_after_a_tool_started_the_memory_keeps_the_cut_off_round() -> None:
+    """A tool that started may have had its effect: the model must learn of it, so the round is stored."""
     log: list[str] = []
     model = ScriptedModel(["Working. ", ToolCall("work", {"name": "slow", "seconds": 10}), Delay(10), "never"])
-    memory = RecordingMemory(model)
-    async with Agent(model, tools=[slow_tool(log)], memory=memory).stream("go") as run:
+    memory = RecordingMemory(model, allow_incomplete=True)
+    async with Agent(model, tools=[slow_tool(log)], memory=memory).stream("go", conversation_id="c") as run:
         async for event in run:
             if isinstance(event, ToolStartedEvent):
                 break
+    assert run.messages[1].metadata == {"incomplete": True}
+    assert_valid_history(run.messages)
+    assert memory.messages("c") == run.messages
+    assert results_of(memory.messages("c"))[0].result == {"error": "cancelled"}
+
+
+@pytest.mark.anyio
+async def test_cancelled_mid_stream_before_any_tool_the_memory_gets_nothing_of_that_step() -> None:
+    model = ScriptedModel(["Working. ", ToolCall("work", {"name": "slow", "seconds": 10}, chunks=4, delay=5)])
+    memory = RecordingMemory(model)
+    async with Agent(model, tools=[slow_tool([])], memory=memory).stream("go", conversation_id="c") as run:
+        async for event in run:
+            if event.type == "tool_call_delta":
+                break
     assert run.messages[1].metadata == {"incomplete": True}  # the run keeps the cut-off message...
     assert_valid_history(run.messages)
-    assert memory.messages() == [Message.user("go")]  # ...the memory never sees it
+    assert memory.messages("c") == [Message.user("go")]  # ...the memory never sees it: nothing happened
 
 
 @pytest.mark.anyio
@@ -209,7 +228,8 @@ async def test_typed_output_retries_reach_the_memory_as_whole_messages() -> None
 
     model = ScriptedModel([Text("{}")], [Text('{"name": "Paris"}')])
     memory = RecordingMemory(model)
-    result = await Agent(model, output_type=City, output_mode="native", memory=memory).run("City?")
+    result = await Agent(model, output_type=City, output_mode="native", memory=memory).run("City?",
+                                                                                           conversation_id="c")
     assert result.output == City(name="Paris")
     assert memory.roles() == [["user"], ["assistant"], ["user"], ["assistant"]]
     assert memory.requests_at_append == [0, 1, 1, 2]
@@ -225,7 +245,7 @@ async def test_a_failing_store_fails_the_run() -> None:
 
     model = ScriptedModel([ToolCall("work", {"name": "a"})], ["never requested"])
     with pytest.raises(OSError, match="disk full"):
-        await Agent(model, tools=[slow_tool([])], memory=FullDisk()).run("go")
+        await Agent(model, tools=[slow_tool([])], memory=FullDisk()).run("go", conversation_id="c")
     assert len(model.requests) == 1  # the run did not go on past a round it could not store
 
 

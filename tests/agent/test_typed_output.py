@@ -8,13 +8,23 @@ from typing import Any
 
 import orjson
 import pytest
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
 from tests.agent.support import assert_valid_history, results_of
 from toolwire import Agent, Message, OutputValidationError, UserError, get_model, tool
 from toolwire.agent import _agent
-from toolwire.testing import FakeProviderServer, FakeText, FakeToolCall, FakeTurn, ScriptedModel, Text, ToolCall
+from toolwire.testing import (
+    AutoResponder,
+    FakeProviderServer,
+    FakeText,
+    FakeToolCall,
+    FakeTurn,
+    ScriptedModel,
+    Text,
+    ToolCall,
+)
+from toolwire.testing.fake import FAKE_PROTOCOLS
 
 
 class City(BaseModel):
@@ -71,9 +81,17 @@ def grows(before: Any, after: Any) -> bool:
 
 
 async def partials_of(agent: Agent[Any], prompt: str = "Tell me about Paris.") -> tuple[list[Any], Any]:
+    """The answer's JSON as it streamed (`partial_data`), and the result; every validated `partial` is
+    checked to be a real object of the output type."""
     stream = agent.run_stream(prompt)
-    partials = [chunk.partial async for chunk in stream if chunk.partial is not None]
-    return partials, stream.result
+    data: list[Any] = []
+    async for chunk in stream:
+        if chunk.partial_data is not None:
+            data.append(chunk.partial_data)
+        if chunk.partial is not None:
+            assert chunk.partial_data is not None
+            TypeAdapter(agent.output_type).validate_python(as_data(chunk.partial))  # honest: it validates
+    return data, stream.result
 
 
 def assert_monotonic(partials: list[Any], final: Any) -> None:
@@ -116,23 +134,47 @@ async def test_native_output_reaches_the_protocols_field(protocol: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_openai_json_schema_is_strict_only_when_the_schema_allows_it() -> None:
+async def test_openai_json_schema_is_strict_for_ordinary_models() -> None:
+    """Agent state item 10: ordinary pydantic models are sent strict, their schema closed and all-required."""
     class Closed(BaseModel):
         model_config = ConfigDict(extra="forbid")
         name: str
         population: int
 
-    turns = [FakeTurn(parts=[FakeText(text=orjson.dumps(PARIS).decode())])] * 2
+    class Census(BaseModel):
+        name: str
+        population: int | None = None
+        districts: list[str] = []
+
+    class Counts(BaseModel):
+        by_district: dict[str, int]
+
+    answers = [PARIS, PARIS, {"name": "Paris", "population": None, "districts": ["1er"]}, {"by_district": {"1er": 1}}]
+    turns = [FakeTurn(parts=[FakeText(text=orjson.dumps(a).decode())]) for a in answers]
     async with FakeProviderServer("openai-chat", turns) as server:
         model = server.model("gpt-4o")
         try:
             assert (await Agent(model, output_type=Closed).run("Paris?")).output.population == 2102650
             await Agent(model, output_type=City).run("Paris?")
+            assert (await Agent(model, output_type=Census).run("Paris?")).output.districts == ["1er"]
+            await Agent(model, output_type=Counts).run("Paris?")
         finally:
             await model.aclose()
-    strict = [r.body["response_format"]["json_schema"]["strict"] for r in server.requests]
-    assert strict == [True, False]  # City allows extra keys, which OpenAI's strict mode rejects
-    assert server.requests[0].body["response_format"]["json_schema"]["name"] == "Closed"
+    formats = [r.body["response_format"]["json_schema"] for r in server.requests]
+    assert [f["strict"] for f in formats] == [True, True, True, False]  # open-ended keys have no strict form
+    census = formats[2]["schema"]
+    assert census["additionalProperties"] is False
+    assert census["required"] == ["name", "population", "districts"]  # optional ones may be null or given
+    assert "default" not in census["properties"]["districts"]
+    assert formats[0]["name"] == "Closed"
+    # A compatible host of the same protocol keeps strict off: support for it varies between hosts.
+    async with FakeProviderServer("openai-chat", turns[1:2]) as server:
+        model = get_model("groq:llama", base_url=server.url + "/v1", api_key="k")
+        try:
+            await Agent(model, output_type=City).run("Paris?")
+        finally:
+            await model.aclose()
+    assert server.requests[0].body["response_format"]["json_schema"]["strict"] is False
 
 
 @pytest.mark.anyio
@@ -219,7 +261,7 @@ async def test_native_partials_grow_monotonically_and_end_at_the_output() -> Non
     assert_monotonic(partials, result.output)
     assert result.output == Guide(**GUIDE)
     assert model.requests[0].settings["output_schema"]["name"] == "Guide"
-    assert isinstance(partials[3], Guide)  # partials are objects of the type, not dicts
+    assert isinstance(partials[3], dict)  # partial_data is the JSON so far
     summaries = [d["summary"] for d in map(as_data, partials) if "summary" in d]
     full = GUIDE["summary"]
     assert any(0 < len(s) < len(full) // 2 for s in summaries)  # strings show as they stream
@@ -270,11 +312,11 @@ async def test_dataclass_and_typeddict_outputs() -> None:
     model = ScriptedModel([Text('{"label": "origin", "x": 3, "y": 4}', chunks=36)])
     partials, result = await partials_of(Agent(model, output_type=Point, output_mode="native"))
     assert result.output == Point(label="origin", x=3, y=4)
-    # Fields not streamed yet are None (or their default); the label shows as it streams.
-    assert any(isinstance(p, Point) and p.label == "ori" and p.x is None and p.y == 0 for p in partials)
-    labels = [p.label for p in partials if p.label is not None]
+    # Fields not streamed yet are missing from the data; the label shows as it streams.
+    assert {"label": "ori"} in partials
+    labels = [p["label"] for p in partials if "label" in p]
     assert all(b.startswith(a) for a, b in itertools.pairwise(labels))
-    assert partials[-1] == result.output
+    assert Point(**partials[-1]) == result.output
 
     model = ScriptedModel([ToolCall("final_result", {"label": "crate", "width": 40}, chunks=10)])
     partials, result = await partials_of(Agent(model, output_type=Box))
@@ -389,3 +431,58 @@ def test_bad_typed_output_configuration_is_a_clear_user_error() -> None:
         Agent(ScriptedModel(), output_type=City, output_mode="json")  # type: ignore[arg-type]
     with pytest.raises(UserError, match="cannot be used for typed output"):
         Agent(ScriptedModel(), output_type=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_item8_partials_are_honest() -> None:
+    """Agent state item 8: `partial` is an object of the type only when it validates; the JSON is separate."""
+
+    @dataclasses.dataclass
+    class Town:
+        name: str
+        population: int
+
+    answer = '{"name": "Springfield", "population": "lots"}'
+    model = ScriptedModel([Text(answer, chunks=len(answer))], [Text('{"name": "Springfield", "population": 30}')])
+    chunks = [c async for c in Agent(model, output_type=Town, output_mode="native").run_stream("Town?")]
+    data = [c.partial_data for c in chunks if c.partial_data is not None]
+    objects = [c.partial for c in chunks if c.partial is not None]
+    assert {"name": "Spring"} in data and {"name": "Springfield", "population": "lots"} in data
+    # Neither a Town whose population is None, nor one whose population is 'lots': only valid ones.
+    assert objects and all(isinstance(o, Town) and isinstance(o.population, int) for o in objects)
+    assert objects[-1] == Town(name="Springfield", population=30)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protocol", sorted(FAKE_PROTOCOLS))
+async def test_item17_typed_output_works_offline_against_every_fake_protocol(protocol: str) -> None:
+    """CLI item 17: the fake server's auto mode answers structured-output requests with schema-valid JSON."""
+
+    class Report(BaseModel):
+        city: str
+        population: int
+        landmarks: list[Landmark]
+
+    async with FakeProviderServer(protocol, AutoResponder(seed=1)) as server:
+        model = server.model("fake-model")
+        try:
+            result = await Agent(model, output_type=Report, tools=[get_population]).run("Report on Paris.")
+        finally:
+            await model.aclose()
+    assert isinstance(result.output, Report)
+    if protocol == "anthropic":  # tool output: final_result is called with the other tools, and ends the run
+        assert "final_result" in [t.name for t in server.requests[0].tools]
+    else:  # native output: the tool round, then the typed answer
+        assert len(server.requests) == 2 and "final_result" not in [t.name for t in server.requests[0].tools]
+
+
+@pytest.mark.anyio
+async def test_item17_json_mode_hosts_get_json_from_the_schema_in_the_instructions() -> None:
+    """CLI item 17: JSON mode (no schema field) is answered from the schema toolwire puts in the prompt."""
+    async with FakeProviderServer("openai-chat", AutoResponder(seed=2)) as server:
+        model = get_model("deepseek:deepseek-chat", base_url=server.url + "/v1", api_key="sk-test")
+        try:
+            result = await Agent(model, output_type=City).run("Paris?")
+        finally:
+            await model.aclose()
+    assert isinstance(result.output, City)

@@ -173,3 +173,32 @@ def test_ctrl_c_during_a_turn_cancels_only_that_turn() -> None:
         assert term.child.exitstatus == 0
         # The cancelled turn left nothing behind: the next request holds only the new question.
         assert server.requests[1].messages == [Message.user("Something else.")]
+
+
+def test_item17_ctrl_c_after_an_approved_tool_ran_keeps_the_turn() -> None:
+    """CLI item 17: the tool ran (its effect happened), so Ctrl-C keeps the turn and the model learns of it."""
+    turns = [
+        FakeTurn(parts=[FakeToolCall(name="delete_file", arguments={"path": "old.log"})]),
+        FakeTurn(parts=[FakeText(text="Deleted it. Now some slow words " * 10, chunks=40)], delay=0.3),
+        FakeTurn(parts=[FakeText(text="Fresh answer.")]),
+    ]
+    with FakeProviderServer("openai-chat", turns) as server, \
+            chat("openai:gpt-test", "--base-url", server.base_url, "--api-key", "k",
+                 "--tool", "tests.cli.chat_tools:delete_file") as term:
+        term.wait_text("you>")
+        term.child.sendline("Delete old.log")
+        term.wait_text('Run delete_file(path="old.log")? [y/N]')
+        term.child.sendline("y")
+        term.wait_text("Deleted it.")
+        term.child.sendintr()
+        term.wait_text("(turn cancelled; the tools that ran are kept")
+        term.wait_for(lambda s: s.rstrip().endswith("you>"), "a new prompt after the cancelled turn")
+        term.child.sendline("Anything else?")
+        term.wait_text("Fresh answer.")
+        term.child.sendline("/exit")
+        term.child.expect(pexpect.EOF, timeout=10)
+        sent = server.requests[2].messages
+    assert sent[0] == Message.user("Delete old.log")
+    assert [r.result for r in sent[2].tool_results_parts] == ["deleted old.log"]
+    assert sent[3].role == "assistant" and sent[3].text.startswith("Deleted it.")  # cut off, as far as it came
+    assert sent[-1] == Message.user("Anything else?")

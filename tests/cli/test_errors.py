@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import pytest
 
@@ -84,8 +85,9 @@ def test_stream_error_when_rendering_keeps_what_was_shown(capsys: pytest.Capture
         code = main(["run", "anthropic:claude-test", "Hello", "--base-url", server.base_url, "--api-key", "k"])
     out, err = capsys.readouterr()
     assert code == 1
-    assert out.startswith("Half an answer\n")
-    assert "Overloaded." in _one_line(err)
+    assert out == ""  # no answer: standard output stays empty; the trace shows what arrived
+    assert err.startswith("Half an answer\n")
+    assert "Overloaded." in _one_line(err.removeprefix("Half an answer\n"))
 
 
 def test_a_bad_tool_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,3 +107,53 @@ def test_run_cannot_approve_and_says_so(capsys: pytest.CaptureFixture[str]) -> N
     assert _one_line(err) == ("toolwire: The run stopped before calling 'delete_file', which needs a person's "
                               "approval; `toolwire run` cannot ask for it, `toolwire chat` can.")
     assert [m.role for m in load_messages(out)] == ["user"]
+
+
+def test_item17_a_base_url_without_a_scheme_is_refused_before_any_request(capsys: pytest.CaptureFixture[str]) -> None:
+    """CLI item 17: `--base-url localhost:8000` is named as the mistake, not retried as a connection failure."""
+    code = main(["run", "openai:gpt-test", "Hi", "--api-key", "k", "--base-url", "localhost:8000"])
+    assert code == 1
+    assert _one_line(capsys.readouterr().err) == (
+        "toolwire: The base URL 'localhost:8000' needs a scheme: write --base-url http://localhost:8000 (or https://).")
+
+
+def test_item17_demo_with_a_provider_and_no_key_names_flags_that_exist(capsys: pytest.CaptureFixture[str],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLI item 17: the suggested `--api-key` exists on `demo` (and works)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    code = main(["demo", "--provider", "openai"])
+    err = _one_line(capsys.readouterr().err)
+    assert code == 1 and "set OPENAI_API_KEY in the environment, or pass --api-key" in err
+    assert "api_key=" not in err
+    parser_help = __import__("toolwire.cli", fromlist=["build_parser"]).build_parser()
+    assert parser_help.parse_args(["demo", "--provider", "openai", "--api-key", "sk"]).api_key == "sk"
+
+
+def test_item17_a_tool_given_as_a_file_path(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """CLI item 17: `--tool ./file.py:f` loads the file; a wrong path is one clear line, not a TypeError."""
+    from toolwire.cli._tools import load_tool
+
+    source = tmp_path / "my_tools.py"
+    source.write_text("def shout(text: str) -> str:\n    '''Shout.'''\n    return text.upper()\n")
+    (tool,) = load_tool(f"{source}:shout")
+    assert tool.name == "shout"
+    code = main(["run", "openai:gpt-test", "Hi", "--api-key", "k", "--tool", "./nowhere/missing.py:f"])
+    assert code == 1
+    assert _one_line(capsys.readouterr().err) == (
+        "toolwire: The file './nowhere/missing.py' of the tool './nowhere/missing.py:f' does not exist.")
+
+
+def test_item17_version_and_a_closed_pipe() -> None:
+    """CLI item 17: `--version` exists; `toolwire providers | head -1` ends quietly with status 0."""
+    import subprocess
+    import sys
+
+    from tests.cli.support import ROOT, clean_env, toolwire
+
+    done = toolwire("--version")
+    assert done.returncode == 0 and done.stdout.startswith("toolwire 0.")
+    pipeline = subprocess.run(
+        f"'{sys.executable}' -m toolwire.cli providers | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert pipeline.returncode == 0, pipeline.stderr
+    assert pipeline.stderr == ""

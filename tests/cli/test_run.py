@@ -58,13 +58,31 @@ def test_run_json_from_a_separate_process() -> None:
 
 
 def test_run_without_json_renders_text_calls_and_results(capsys: pytest.CaptureFixture[str]) -> None:
+    """CLI item 17: in a pipe, the answer alone goes to stdout and the trace to stderr."""
     with FakeProviderServer("openai-chat", TURNS) as server:
         code = main(["run", "openai:gpt-test", "What time is it in Oslo?", *TOOLS,
                      "--base-url", server.base_url, "--api-key", "k"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 0
-    assert ANSI.search(out) is None
-    assert out.splitlines()[:3] == ["Checking both.", '→ local_time(city="Oslo")', '→ explode(reason="testing")']
-    assert '✓ local_time(city="Oslo") → 14:05 in Oslo' in out
-    assert "✗ explode(reason=\"testing\") failed: The tool 'explode' failed with RuntimeError: boom: testing." in out
-    assert "It is 14:05 in Oslo; the other tool failed.\nusage: 2 model requests · " in out
+    assert out == "It is 14:05 in Oslo; the other tool failed.\n"
+    assert ANSI.search(err) is None
+    assert err.splitlines()[:3] == ["Checking both.", '→ local_time(city="Oslo")', '→ explode(reason="testing")']
+    assert '✓ local_time(city="Oslo") → 14:05 in Oslo' in err
+    assert "✗ explode(reason=\"testing\") failed: The tool 'explode' failed with RuntimeError: boom: testing." in err
+    assert "It is 14:05 in Oslo; the other tool failed.\nusage: 2 model requests · " in err
+
+
+def test_item17_run_quiet_and_a_prompt_from_stdin(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """CLI item 17: `--quiet` prints only the answer; `-` reads the prompt from standard input."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("What time is it in Oslo?\n"))
+    with FakeProviderServer("openai-chat", TURNS) as server:
+        code = main(["run", "openai:gpt-test", "-", *TOOLS, "--base-url", server.base_url, "--api-key", "k",
+                     "--quiet"])
+        prompt = server.requests[0].messages[-1].text
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    assert out == "It is 14:05 in Oslo; the other tool failed.\n"
+    assert prompt == "What time is it in Oslo?"

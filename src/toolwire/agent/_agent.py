@@ -20,7 +20,7 @@ from .._accumulate import _PREVIEW_EVERY_FRAGMENT_BELOW
 from .._partial_json import PartialJSON
 from ..events import MessageEndEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, ToolResultEvent
 from ..exceptions import UserError
-from ..memory import ChatMemory
+from ..memory import ChatMemory, ResumeClaims
 from ..messages import Message
 from ..models import HTTPModel, Model, get_model
 from ..settings import ModelSettings
@@ -53,7 +53,11 @@ class Agent(Generic[OutputT]):
     results, before the next request. `own_history=False` makes the memory the single source of truth.
 
     Typed output: with `output_type=`, `result.output` is a validated object of that type and
-    `run_stream` chunks carry partial objects (`chunk.partial`) while its JSON streams.
+    `run_stream` chunks carry the JSON so far (`chunk.partial_data`) and, whenever it validates, the
+    object so far (`chunk.partial`).
+
+    Every attribute (`agent.tools`, `agent.system`, `agent.output_type`, `agent.tool_timeout`...) is read
+    when a run starts: a change applies to the next run, never to one already running.
 
     Args:
         model: `"provider:model"` (see `toolwire.get_model`) or a `Model` object.
@@ -88,6 +92,9 @@ class Agent(Generic[OutputT]):
             providers, such as `ScriptedModel`); `"native"` or `"tool"` to choose.
         output_retries: How many invalid typed answers are sent back to the model with the validation
             errors before the run fails with `OutputValidationError`.
+        resume_claims: Who guarantees that a paused run is resumed at most once (`ResumeClaims`). By
+            default the memory, when it implements `claim_resume`, else a registry of this process
+            (which cannot see resumes made by other processes).
     """
 
     def __init__(
@@ -112,8 +119,10 @@ class Agent(Generic[OutputT]):
         output_type: type[OutputT] | None = None,
         output_mode: OutputMode = "auto",
         output_retries: int = 1,
+        resume_claims: ResumeClaims | None = None,
     ) -> None:
         if isinstance(model, str):
+            _check_base_url(base_url)
             self.model: Model = get_model(model, api_key=api_key, base_url=base_url, http_client=http_client)
             self._owns_model = True
         elif isinstance(model, Model):
@@ -124,29 +133,7 @@ class Agent(Generic[OutputT]):
             self._owns_model = False
         else:
             raise UserError(f"Agent needs a 'provider:model' string or a Model object; got {model!r}.")
-        if max_steps < 1:
-            raise UserError(f"max_steps must be at least 1; got {max_steps}.")
-        if max_parallel_tools < 1:
-            raise UserError(f"max_parallel_tools must be at least 1; got {max_parallel_tools}.")
-        if tool_execution not in get_args(ToolExecution):
-            raise UserError(f"tool_execution must be 'eager', 'after_stream' or 'sequential'; got {tool_execution!r}.")
-        if output_retries < 0:
-            raise UserError(f"output_retries must be 0 or more; got {output_retries}.")
-        if output_mode not in get_args(OutputMode):
-            raise UserError(f"output_mode must be 'auto', 'native' or 'tool'; got {output_mode!r}.")
-        if memory is not None and not isinstance(memory, ChatMemory):
-            raise UserError(f"memory must be a ChatMemory (async load() and append()); got {type(memory).__name__}.")
-        if not own_history and memory is None:
-            raise UserError("own_history=False makes the memory the only copy of the conversation, so it needs "
-                            "memory=...; pass a ChatMemory such as InMemoryChatMemory().")
         self.tools: list[Tool[..., Any]] = [t if isinstance(t, Tool) else Tool(t) for t in tools]
-        self._output: OutputSpec | None = None
-        if output_type is not None:
-            self._output = OutputSpec.for_model(output_type, self.model, output_mode)
-            if self._output.kind == "tool" and any(t.name == FINAL_RESULT_TOOL for t in self.tools):
-                raise UserError(f"A tool is named {FINAL_RESULT_TOOL!r}, the name typed output gives the tool that "
-                                "ends the run; rename that tool.")
-        self._toolbox = Toolbox(self.tools, default_timeout=tool_timeout)
         self.system = system
         self.max_steps = max_steps
         self.tool_timeout = tool_timeout
@@ -159,7 +146,74 @@ class Agent(Generic[OutputT]):
         self.memory = memory
         self.own_history = own_history
         self.output_type = output_type
+        self.output_mode: OutputMode = output_mode
         self.output_retries = output_retries
+        self.resume_claims = resume_claims
+        self._outputs: dict[tuple[Any, str, int], OutputSpec] = {}
+        self._configure()
+
+    def _configure(self) -> RunConfig:
+        """The configuration of a run, from the agent's attributes as they are now; checks them all.
+
+        Every attribute is read when a run starts, so changing one (`agent.tools.append(t)`,
+        `agent.output_type = City`) applies to the next run and never to one already running.
+        """
+        if not isinstance(self.model, Model):
+            raise UserError(f"agent.model must be a Model (e.g. from get_model); got {type(self.model).__name__}.")
+        if self.max_steps < 1:
+            raise UserError(f"max_steps must be at least 1; got {self.max_steps}.")
+        if self.max_parallel_tools < 1:
+            raise UserError(f"max_parallel_tools must be at least 1; got {self.max_parallel_tools}.")
+        if self.tool_timeout is not None and not self.tool_timeout > 0:
+            raise UserError(f"tool_timeout must be a positive number of seconds or None; got {self.tool_timeout}.")
+        if self.tool_execution not in get_args(ToolExecution):
+            raise UserError(f"tool_execution must be 'eager', 'after_stream' or 'sequential'; "
+                            f"got {self.tool_execution!r}.")
+        if self.output_retries < 0:
+            raise UserError(f"output_retries must be 0 or more; got {self.output_retries}.")
+        if self.output_mode not in get_args(OutputMode):
+            raise UserError(f"output_mode must be 'auto', 'native' or 'tool'; got {self.output_mode!r}.")
+        memory = self.memory
+        if memory is not None and not isinstance(memory, ChatMemory):
+            raise UserError(f"memory must be a ChatMemory (async load() and append()); got {type(memory).__name__}.")
+        if not self.own_history and memory is None:
+            raise UserError("own_history=False makes the memory the only copy of the conversation, so it needs "
+                            "memory=...; pass a ChatMemory such as InMemoryChatMemory().")
+        claims = self.resume_claims
+        if claims is not None and not isinstance(claims, ResumeClaims):
+            raise UserError(f"resume_claims must be a ResumeClaims (async claim_resume(state_id, conversation_id)); "
+                            f"got {type(claims).__name__}.")
+        tools = [t if isinstance(t, Tool) else Tool(t) for t in self.tools]
+        output = self._output_spec()
+        if output is not None and output.kind == "tool" and any(t.name == FINAL_RESULT_TOOL for t in tools):
+            raise UserError(f"A tool is named {FINAL_RESULT_TOOL!r}, the name typed output gives the tool that "
+                            "ends the run; rename that tool.")
+        return RunConfig(
+            model=self.model,
+            toolbox=Toolbox(tools, default_timeout=self.tool_timeout),
+            system=self.system,
+            max_steps=self.max_steps,
+            max_parallel_tools=self.max_parallel_tools,
+            tool_execution=self.tool_execution,
+            settings=ModelSettings(**self.settings),
+            on_tool_result=self.on_tool_result,
+            requires_approval=self.requires_approval,
+            memory=memory,
+            own_history=self.own_history,
+            output=output,
+            output_retries=self.output_retries,
+            resume_claims=claims,
+        )
+
+    def _output_spec(self) -> OutputSpec | None:
+        """The typed-output spec for the current output type, mode and model (built once per combination)."""
+        if self.output_type is None:
+            return None
+        key = (self.output_type, self.output_mode, id(self.model))
+        spec = self._outputs.get(key)
+        if spec is None:
+            spec = self._outputs[key] = OutputSpec.for_model(self.output_type, self.model, self.output_mode)
+        return spec
 
     def __repr__(self) -> str:
         return f"Agent(model={self.model.name!r}, tools={[t.name for t in self.tools]!r})"
@@ -186,21 +240,7 @@ class Agent(Generic[OutputT]):
             approvals: With `resume`: a decision for every pending call id, `True` to run it, `False` or
                 `Denial("message for the model")` to answer it with an error instead.
         """
-        config = RunConfig(
-            model=self.model,
-            toolbox=self._toolbox,
-            system=self.system,
-            max_steps=self.max_steps,
-            max_parallel_tools=self.max_parallel_tools,
-            tool_execution=self.tool_execution,
-            settings=self.settings,
-            on_tool_result=self.on_tool_result,
-            requires_approval=self.requires_approval,
-            memory=self.memory,
-            own_history=self.own_history,
-            output=self._output,
-            output_retries=self.output_retries,
-        )
+        config = self._configure()
         return AgentRun(config, history=history, prompt=_prompt_message(prompt), settings=settings,
                         conversation_id=conversation_id, resume=resume, approvals=approvals)
 
@@ -223,7 +263,7 @@ class Agent(Generic[OutputT]):
         """
         run = self.stream(prompt, history=history, settings=settings, conversation_id=conversation_id,
                           resume=resume, approvals=approvals)
-        return RunStream(run, stream_tool_steps=self.stream_tool_steps, output=self._output)
+        return RunStream(run, stream_tool_steps=self.stream_tool_steps, output=run.config.output)
 
     async def run(
         self,
@@ -262,22 +302,14 @@ class Agent(Generic[OutputT]):
         """
         call = functools.partial(self.run, prompt, history=history, settings=settings,
                                  conversation_id=conversation_id, resume=resume, approvals=approvals)
-        release = functools.partial(self._run_and_release, call)
+        # Each call has an event loop of its own; the model's HTTP client belongs to one loop and is
+        # closed when that loop ends (see `HTTPModel.client`), so nothing crosses from one to the next.
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return anyio.run(release)
+            return anyio.run(call)
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(anyio.run, release).result()
-
-    async def _run_and_release(self, call: Callable[[], Any]) -> RunResult[OutputT]:
-        try:
-            result: RunResult[OutputT] = await call()
-            return result
-        finally:
-            # Each run_sync has its own event loop; an HTTP client must not outlive the loop it was used in.
-            if isinstance(self.model, HTTPModel):
-                await self.model.aclose()
+            return pool.submit(anyio.run, call).result()
 
     async def aclose(self) -> None:
         """Close the HTTP client of a model this agent created from a string."""
@@ -291,6 +323,15 @@ class Agent(Generic[OutputT]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def _check_base_url(base_url: str | None) -> None:
+    if base_url is None:
+        return
+    scheme, sep, rest = base_url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest:
+        raise UserError(f"The base URL {base_url!r} must start with http:// or https:// (e.g. "
+                        f"'http://{base_url.split('://')[-1] or 'localhost:8000'}').")
 
 
 def _prompt_message(prompt: Prompt) -> Message | None:
@@ -479,11 +520,15 @@ class _ChunkBuilder:
 
 
 def _chunk(text: str, partial: Any) -> RunChunk[Any]:
-    return RunChunk(output=text) if is_missing(partial) else RunChunk(output=text, partial=partial)
+    """A chunk with the text and, when there is one, the partial answer (`(data, value)`)."""
+    if is_missing(partial):
+        return RunChunk(output=text)
+    data, value = partial
+    return RunChunk(output=text, partial_data=data, partial=None if is_missing(value) else value)
 
 
 class _Partials:
-    """Partial objects of a typed answer while its JSON streams, fed incrementally.
+    """Partial answers of a typed output while its JSON streams, fed incrementally: `(data, value)` pairs.
 
     Native output feeds each message's text, tool output the `final_result` call's argument text, into
     one `PartialJSON` (linear in the stream's size). A snapshot is taken on every fragment while the
@@ -550,4 +595,5 @@ class _Partials:
         if snapshot is None or snapshot == self._last:
             return _NOTHING
         self._last = snapshot
-        return self._spec.partial(snapshot)
+        data, value = self._spec.partial(snapshot)
+        return _NOTHING if is_missing(data) else (data, value)

@@ -2,11 +2,18 @@
 
 Nothing a tool does ends the run: exceptions, invalid arguments, unknown names, truncated calls and
 timeouts all become error results (`{"error": "..."}`, `is_error=True`) that the model reads and can
-recover from. Only cancellation propagates.
+recover from. The exception itself is kept for the caller (`ToolResultEvent.exception`) and logged on the
+`toolwire` logger with its traceback; the model reads only its type and (shortened) message.
+
+Only cancellation propagates as it is. A tool raising `SystemExit` or `KeyboardInterrupt` (directly, or
+from its worker thread) is answered with an error result like any failure, and `ToolInterrupt` carries
+the exception to the run, which commits the round and then re-raises it: the program still stops, with
+a valid history, and the event loop never sees it escape a task.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -18,10 +25,24 @@ from ..exceptions import ToolError, UserError
 from ..messages import InvalidToolCallPart, ToolCallPart, ToolResultPart, to_jsonable
 from ..tools import RunContext, Tool
 
-__all__ = ["CANCELLED", "Prepared", "Toolbox", "error_result", "invalid_call_result", "results_in_order"]
+__all__ = [
+    "CANCELLED",
+    "Executed",
+    "Prepared",
+    "ToolInterrupt",
+    "Toolbox",
+    "error_result",
+    "invalid_call_result",
+    "results_in_order",
+]
+
+logger = logging.getLogger("toolwire")
 
 CANCELLED = "cancelled"
 """The error text of a call whose tool was stopped because the run was cancelled."""
+
+_DETAIL_LIMIT = 1000
+"""The most characters of an exception's message the model reads (tracebacks stay in the log)."""
 
 
 def error_result(call: ToolCallPart | InvalidToolCallPart, message: str) -> ToolResultPart:
@@ -37,10 +58,34 @@ def invalid_call_result(call: InvalidToolCallPart) -> ToolResultPart:
 
 
 def describe_exception(name: str, exc: BaseException) -> str:
-    detail = str(exc).strip()
+    """What the model reads about a tool's exception: its type and message, shortened; never raises."""
+    try:
+        detail = str(exc).strip()
+    except Exception as str_error:  # an exception whose __str__ itself fails must not end the run
+        detail = f"(its message could not be read: {type(str_error).__name__})"
+    if len(detail) > _DETAIL_LIMIT:
+        detail = detail[:_DETAIL_LIMIT] + "…"
     if not detail:
         return f"The tool {name!r} failed with {type(exc).__name__} (no message)."
     return f"The tool {name!r} failed with {type(exc).__name__}: {detail.rstrip('.')}."
+
+
+class ToolInterrupt(Exception):
+    """A tool raised `SystemExit` or `KeyboardInterrupt`: the run commits `outcome`, then re-raises `exception`."""
+
+    def __init__(self, outcome: Executed, exception: BaseException) -> None:
+        super().__init__(f"The tool {outcome.result.name!r} raised {type(exception).__name__}.")
+        self.outcome = outcome
+        self.exception = exception
+
+
+@dataclass(slots=True, kw_only=True)
+class Executed:
+    """What running a call produced: its result, how long it took, and the exception it raised, if any."""
+
+    result: ToolResultPart
+    duration: float
+    exception: BaseException | None = None
 
 
 class Toolbox:
@@ -76,11 +121,12 @@ class Toolbox:
             return error_result(call, str(exc))
         return Prepared(tool=tool, call=call, args=args, kwargs=kwargs)
 
-    async def execute(self, prepared: Prepared) -> tuple[ToolResultPart, float]:
-        """Run a prepared call; returns the result and the time it took. Raises only on cancellation."""
+    async def execute(self, prepared: Prepared) -> Executed:
+        """Run a prepared call; raises only on cancellation, and `ToolInterrupt` (see the module docstring)."""
         started = time.perf_counter()
         call = prepared.call
         timeout = prepared.tool.timeout if prepared.tool.timeout is not None else self.default_timeout
+        exception: BaseException | None = None
         try:
             with anyio.move_on_after(timeout) as scope:
                 value = await prepared.tool._invoke(prepared.args, prepared.kwargs)
@@ -90,10 +136,28 @@ class Toolbox:
             else:
                 result = ToolResultPart(call_id=call.id, name=call.name, result=to_jsonable(value))
         except ToolError as exc:
-            result = error_result(call, str(exc))
+            result, exception = error_result(call, _safe_str(exc)), exc
+            logger.info("Tool %r (call %s) reported an error: %s", call.name, call.id, result.result["error"])
         except Exception as exc:
-            result = error_result(call, describe_exception(call.name, exc))
-        return result, time.perf_counter() - started
+            result, exception = error_result(call, describe_exception(call.name, exc)), exc
+            logger.warning("Tool %r (call %s) raised %s; the model is told it failed.", call.name, call.id,
+                           type(exc).__name__, exc_info=exc)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except (SystemExit, KeyboardInterrupt) as exc:
+            result = error_result(call, f"The tool {call.name!r} stopped the program ({type(exc).__name__}).")
+            logger.warning("Tool %r (call %s) raised %s; the run stops after storing its round.", call.name,
+                           call.id, type(exc).__name__)
+            raise ToolInterrupt(Executed(result=result, duration=time.perf_counter() - started, exception=exc),
+                                exc) from None
+        return Executed(result=result, duration=time.perf_counter() - started, exception=exception)
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return f"{type(exc).__name__} (its message could not be read)"
 
 
 @dataclass(slots=True, kw_only=True)

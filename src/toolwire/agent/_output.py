@@ -12,24 +12,20 @@ Two ways to get an object from a model, chosen per provider from the capability 
 Either way the answer is validated with pydantic; a failure goes back to the model (a user message on
 the native path, an error result on the tool path) for a bounded number of retries.
 
-Partial objects are built from `PartialJSON` snapshots: validated where the value already validates,
-otherwise built field by field (`model_construct` for pydantic models, fields not streamed yet left
-unset; dataclasses get `None` for them; TypedDicts and dicts simply lack the keys).
+Partials are honest about what they are: `partial_data` is the JSON value streamed so far (plain dicts
+and lists, the last string possibly cut short), and `partial` is an object of the output type only when
+that value validates as one (pydantic's partial mode drops an unfinished last list item); a partial is
+never an object of the type holding fields that were not given or did not validate.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import types
-import typing
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, get_args, get_origin
+from typing import Any, Literal, TypeAlias
 
 import orjson
-from pydantic import BaseModel, TypeAdapter, ValidationError
-from typing_extensions import is_typeddict
+from pydantic import TypeAdapter, ValidationError
 
 from ..exceptions import OutputValidationError, UserError
 from ..models import HTTPModel, Model
@@ -62,7 +58,7 @@ class Checked:
 class OutputSpec:
     """The output type of an agent, and how one run with one model obtains it."""
 
-    def __init__(self, output_type: Any, *, kind: OutputKind) -> None:
+    def __init__(self, output_type: Any, *, kind: OutputKind, strict_mode: bool = False) -> None:
         self.output_type = output_type
         self.kind: OutputKind = kind
         try:
@@ -79,7 +75,10 @@ class OutputSpec:
         self.wrapped = schema.get("type") != "object" or "properties" not in schema
         self.schema = _wrap(schema) if self.wrapped else _without_title(schema)
         self.strict = _strict_compatible(self.schema)
-        self._lenient = _Lenient()
+        if strict_mode and not self.strict:
+            strict = strict_schema(self.schema)
+            if strict is not None:
+                self.schema, self.strict = strict, True
 
     @classmethod
     def for_model(cls, output_type: Any, model: Model, mode: OutputMode) -> OutputSpec:
@@ -94,7 +93,7 @@ class OutputSpec:
             kind = "tool"
         else:
             kind = "json_mode" if capability == "json_mode" else "schema"
-        return cls(output_type, kind=kind)
+        return cls(output_type, kind=kind, strict_mode=kind == "schema" and _supports_strict(model))
 
     # -- the request -----------------------------------------------------------------------------
 
@@ -166,15 +165,19 @@ class OutputSpec:
 
     # -- previews --------------------------------------------------------------------------------
 
-    def partial(self, snapshot: Any) -> Any:
-        """A partial object from a `PartialJSON` snapshot, or `MISSING` when there is nothing to show."""
+    def partial(self, snapshot: Any) -> tuple[Any, Any]:
+        """`(data, value)` from a `PartialJSON` snapshot: the answer's JSON so far (`MISSING` when there is
+        nothing to show) and the object of the output type it validates as (`MISSING` until it does)."""
         if self.wrapped:
             if not isinstance(snapshot, dict) or "result" not in snapshot:
-                return MISSING
+                return MISSING, MISSING
             snapshot = snapshot["result"]
         if snapshot is None:
-            return MISSING
-        return self._lenient.build(self.output_type, snapshot)
+            return MISSING, MISSING
+        try:
+            return snapshot, self.adapter.validate_python(snapshot, experimental_allow_partial=True)
+        except ValidationError:
+            return snapshot, MISSING
 
 
 def is_missing(value: Any) -> bool:
@@ -243,6 +246,65 @@ def _wrap(schema: dict[str, Any]) -> dict[str, Any]:
     return wrapped
 
 
+_STRICT_PROVIDERS = frozenset({"openai", "openai-responses", "mistral"})
+"""Providers whose structured output has a strict mode (constrained decoding) that toolwire may ask for.
+
+Compatible hosts speaking the same protocol are left non-strict: their support for `strict` varies."""
+
+
+def _supports_strict(model: Model) -> bool:
+    return model.provider_name in _STRICT_PROVIDERS
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The schema in the form strict mode accepts, or `None` when it cannot take one.
+
+    Strict mode needs every object closed (`additionalProperties: false`) and every property required.
+    A property that was optional stays optional in meaning: the model must now write it, and where its
+    type allows `null` (`x: int | None = None`) it can; values the model gives are validated against
+    the output type as before. `default`s are dropped (strict mode rejects them) and a `$ref` with
+    sibling keywords is inlined. An object with open-ended keys (`dict[str, int]`) has no strict form.
+    """
+    defs = schema.get("$defs", {})
+
+    def convert(node: Any) -> Any:
+        if isinstance(node, list):
+            return [convert(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node and len(node) > 1:
+            name = str(node["$ref"]).rsplit("/", 1)[-1]
+            if name not in defs:
+                raise _NotStrict
+            node = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "default":
+                continue
+            if key in ("properties", "$defs"):
+                out[key] = {k: convert(v) for k, v in value.items()}
+            elif key in ("items", "anyOf", "allOf", "oneOf", "prefixItems", "not"):
+                out[key] = convert(value)
+            else:
+                out[key] = value
+        if out.get("type") == "object" or "properties" in out:
+            if out.get("additionalProperties", False) is not False or "patternProperties" in out:
+                raise _NotStrict
+            out["additionalProperties"] = False
+            out["required"] = list(out.get("properties", {}))
+        return out
+
+    try:
+        converted: dict[str, Any] = convert(schema)
+    except _NotStrict:
+        return None
+    return converted if _strict_compatible(converted) else None
+
+
+class _NotStrict(Exception):
+    """The schema has a part strict mode cannot express."""
+
+
 def _strict_compatible(schema: Any) -> bool:
     """OpenAI's strict mode needs every object closed and every property required."""
     if isinstance(schema, dict):
@@ -265,108 +327,3 @@ def _strip_fence(text: str) -> str:
     """The JSON inside a Markdown code fence, which some JSON-mode models add anyway."""
     match = _FENCE.match(text)
     return (match.group(1) if match else text).strip()
-
-
-class _Lenient:
-    """Builds the most complete object a partial JSON value allows, validating what already validates."""
-
-    def __init__(self) -> None:
-        self._adapters: dict[Any, TypeAdapter[Any] | None] = {}
-
-    def _adapter(self, tp: Any) -> TypeAdapter[Any] | None:
-        try:
-            cached = self._adapters.get(tp, MISSING)
-        except TypeError:  # an unhashable annotation
-            return None
-        if cached is MISSING:
-            try:
-                cached = TypeAdapter(tp)
-            except Exception:
-                cached = None
-            self._adapters[tp] = cached
-        return cached  # type: ignore[no-any-return]
-
-    def build(self, tp: Any, value: Any) -> Any:
-        adapter = self._adapter(tp)
-        if adapter is not None:
-            try:
-                return adapter.validate_python(value)
-            except ValidationError:
-                pass
-        tp = _strip_annotated(tp)
-        if isinstance(value, dict):
-            return self._build_object(tp, value)
-        if isinstance(value, list):
-            origin = get_origin(tp)
-            if origin in (list, tuple, set, frozenset) or (isinstance(origin, type) and issubclass(origin, Sequence)):
-                args = get_args(tp)
-                item = args[0] if args else Any
-                return [self.build(item, v) for v in value]
-            member = _union_member(tp, list)
-            if member is not None:
-                return self.build(member, value)
-        return value
-
-    def _build_object(self, tp: Any, value: dict[str, Any]) -> Any:
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            values: dict[str, Any] = {}
-            for name, info in tp.model_fields.items():
-                key = info.alias or name
-                if key in value:
-                    values[name] = self.build(info.annotation, value[key])
-            return tp.model_construct(_fields_set=set(values), **values)
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-            hints = _hints(tp)
-            obj = object.__new__(tp)
-            for f in dataclasses.fields(tp):
-                if f.name in value:
-                    field_value = self.build(hints.get(f.name, Any), value[f.name])
-                elif f.default is not dataclasses.MISSING:
-                    field_value = f.default
-                elif f.default_factory is not dataclasses.MISSING:
-                    field_value = f.default_factory()
-                else:
-                    field_value = None
-                object.__setattr__(obj, f.name, field_value)  # frozen dataclasses too
-            return obj
-        if is_typeddict(tp):
-            hints = _hints(tp)
-            return {k: self.build(hints.get(k, Any), v) for k, v in value.items()}
-        origin = get_origin(tp)
-        if origin is dict or (isinstance(origin, type) and issubclass(origin, Mapping)):
-            args = get_args(tp)
-            item = args[1] if len(args) == 2 else Any
-            return {k: self.build(item, v) for k, v in value.items()}
-        member = _union_member(tp, dict)
-        if member is not None:
-            return self.build(member, value)
-        return value
-
-
-def _strip_annotated(tp: Any) -> Any:
-    while get_origin(tp) is typing.Annotated:
-        tp = get_args(tp)[0]
-    return tp
-
-
-def _union_member(tp: Any, shape: type) -> Any:
-    """The first member of a union that can hold a JSON value of `shape` (dict or list), if any."""
-    if get_origin(tp) not in (typing.Union, types.UnionType):
-        return None
-    for member in get_args(tp):
-        member = _strip_annotated(member)
-        origin = get_origin(member) or member
-        if shape is dict and (is_typeddict(member) or dataclasses.is_dataclass(member)
-                              or (isinstance(member, type) and issubclass(member, BaseModel))
-                              or origin is dict):
-            return member
-        if shape is list and origin in (list, tuple, set, frozenset):
-            return member
-    return None
-
-
-def _hints(tp: Any) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(tp, include_extras=True)
-    except Exception:
-        return {}

@@ -17,18 +17,25 @@ Invariants:
   message: a call the events did not report still runs. Nothing is decided from a single text chunk.
 - The drive task never raises anything but cancellation; errors travel to the consumer through the
   stream, so the task group never cancels the consumer behind its back.
-- A chat memory receives exactly the commits of rounds whose response stream completed, each before
-  the next request starts: the prompt, then each assistant message with its results in one append.
-  A round cut off mid-stream (a stream error, a cancellation) is not appended at all; a round whose
-  tools were cancelled after the response ended is appended with its `cancelled` results.
+- A chat memory receives the commits of rounds whose response stream completed, each before the next
+  request starts: the prompt, then each assistant message with its results in one append. A round cut
+  off mid-stream is appended too once any of its tools started (a side effect the model must learn
+  about), its message marked incomplete; one cut off before any tool started is not. Appends are
+  shielded from cancellation: a round the run committed is never lost from the memory half-way.
 - A round with calls waiting for approval is not committed: the run ends paused, the round held in
   a `RunState`, and it is committed (and remembered) whole when a resumed run has every result.
+- A resumed state is checked whole, its conversation's position compared and its id claimed, all
+  before any tool of the resumed round runs.
+- A tool raising `SystemExit`/`KeyboardInterrupt` ends the run after its round is committed and
+  remembered; the exception is re-raised in the task iterating the run, never inside the task group.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import logging
 import math
 import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -51,14 +58,24 @@ from ..events import (
     Usage,
     UsageEvent,
 )
-from ..exceptions import MaxStepsExceeded, ProviderError, StreamError, UserError
-from ..memory import ChatMemory
+from ..exceptions import ChatMemoryError, MaxStepsExceeded, ProviderError, StreamError, UserError
+from ..memory import ChatMemory, ResumeClaims
 from ..messages import InvalidToolCallPart, Message, TextPart, ToolCallPart, ToolResultPart
 from ..models import Model, ModelResponse
 from ..settings import ModelSettings
 from ..tools import ApprovalPredicate, RunContext, Tool, ToolDefinition
 from ._approval import Approval, Denial, RunState, decisions_for
-from ._execute import CANCELLED, Prepared, Toolbox, error_result, invalid_call_result, results_in_order
+from ._execute import (
+    CANCELLED,
+    Executed,
+    Prepared,
+    Toolbox,
+    ToolInterrupt,
+    error_result,
+    invalid_call_result,
+    results_in_order,
+)
+from ._guard import ACTIVE, PROCESS_CLAIMS, check_position, check_resumable, claim_resume
 from ._history import validate_history
 from ._output import FINAL_RESULT_TOOL, OutputSpec, OutputValidationError
 from ._types import OutputT, RunResult, StepResult, ToolExecution
@@ -68,6 +85,10 @@ __all__ = ["AgentRun", "Committed", "RunConfig"]
 STREAM_FAILED = "The tool was not run because the model's response stream failed before the run could go on."
 _CLOSE_TIMEOUT = 10.0
 """Seconds a model response may take to close while the run is being cancelled."""
+_APPEND_TIMEOUT = 30.0
+"""Seconds a memory append may take; it is shielded from cancellation for that long."""
+
+logger = logging.getLogger("toolwire")
 
 
 @dataclass(slots=True, frozen=True)
@@ -97,6 +118,16 @@ class RunConfig:
     own_history: bool = True
     output: OutputSpec | None = None
     output_retries: int = 1
+    resume_claims: ResumeClaims | None = None
+
+    @property
+    def claims(self) -> ResumeClaims:
+        """Who decides that a state is resumed once: the agent's claims, the memory's, or this process's."""
+        if self.resume_claims is not None:
+            return self.resume_claims
+        if self.memory is not None and isinstance(self.memory, ResumeClaims):
+            return self.memory
+        return PROCESS_CLAIMS
 
     @property
     def definitions(self) -> list[ToolDefinition]:
@@ -127,6 +158,10 @@ class _Round:
     """For a resumed round: each pending call's decision (`None` runs it)."""
     streamed: bool = False
     """The response stream completed: the message is whole (the memory may keep it)."""
+    started: bool = False
+    """A tool of the round started: its side effects may exist, so the memory keeps the round."""
+    interrupt: BaseException | None = None
+    """`SystemExit` / `KeyboardInterrupt` from a tool: re-raised once the round is stored."""
     # What arrived so far, for a message cut short by cancellation: text runs and completed calls.
     seen: list[list[str] | ToolCallPart | InvalidToolCallPart] = field(default_factory=list)
     message: Message | None = None
@@ -146,6 +181,11 @@ class _Round:
         if not parts:
             return None
         return Message(role="assistant", parts=parts, metadata={"incomplete": True})
+
+    @property
+    def keep_in_memory(self) -> bool:
+        """The round belongs in the memory: its message is whole, or a tool of it started."""
+        return self.streamed or self.started
 
 
 class AgentRun(Generic[OutputT]):
@@ -185,20 +225,28 @@ class AgentRun(Generic[OutputT]):
             if prompt is not None or history:
                 raise UserError("A resumed run goes on from its saved state: pass resume= and approvals= without "
                                 "a prompt or a history.")
-            if resume.from_memory and config.memory is None:
-                raise UserError("This run state keeps its conversation in the chat memory of the agent that "
-                                "paused; resume it with an agent given that memory (memory=...).")
+            check_resumable(resume, config, conversation_id)
             self._decisions = decisions_for(resume, approvals)
-            if conversation_id is None:
-                conversation_id = resume.conversation_id
+            conversation_id = resume.conversation_id
             history = resume.conversation
         elif approvals:
             raise UserError("approvals= decides the pending calls of a paused run; pass it together with "
                             "resume=<the paused result's state>.")
-        elif config.memory is not None and history:
-            raise UserError("This agent reads the history from its memory; pass conversation_id=... (or add the "
-                            "messages to the memory) instead of history=.")
+        elif config.memory is not None:
+            if history:
+                raise UserError("This agent reads the history from its memory; pass conversation_id=... (or add "
+                                "the messages to the memory) instead of history=.")
+            if conversation_id is None:
+                raise UserError("This agent has a memory, so each run needs conversation_id=... to say whose "
+                                "conversation it continues (one id per chat or user); without it every caller "
+                                "would share one conversation.")
+        elif conversation_id is not None:
+            raise UserError(f"conversation_id={conversation_id!r} names a conversation of a chat memory, but this "
+                            "agent has none: give it memory=InMemoryChatMemory() (or your store), or pass the "
+                            "earlier messages as history=.")
         self._conversation_id = conversation_id
+        self._busy: tuple[int, str | None] | None = None
+        self._interrupt: BaseException | None = None
         self._history = list(history)
         self._retries = resume.output_retries if resume is not None else 0
         settings = {**config.settings, **(settings or {})}
@@ -223,12 +271,23 @@ class AgentRun(Generic[OutputT]):
         if self._entered:
             raise UserError("A run can be started only once; call agent.stream(...) again for a new run.")
         self._entered = True
+        if self._config.memory is not None:
+            self._busy = ACTIVE.enter(self._config.memory, self._conversation_id)
         # Unbounded: the run never waits for a slow reader, and its size is bounded by the responses.
         self._send, self._receive = anyio.create_memory_object_stream[Item](math.inf)
         self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        try:
+            await self._tg.__aenter__()
+        except BaseException:
+            self._release()
+            raise
         self._tg.start_soon(self._drive)
         return self
+
+    def _release(self) -> None:
+        busy, self._busy = self._busy, None
+        if busy is not None:
+            ACTIVE.leave(busy)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -244,6 +303,7 @@ class AgentRun(Generic[OutputT]):
         finally:
             self._send.close()
             self._receive.close()
+            self._release()
 
     def __aiter__(self) -> AgentRun[OutputT]:
         return self
@@ -262,9 +322,16 @@ class AgentRun(Generic[OutputT]):
             return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             pass
+        if self._interrupt is not None:
+            raise self._interrupt
         if self._error is not None:
             raise self._error
         raise StopAsyncIteration
+
+    @property
+    def config(self) -> RunConfig:
+        """The configuration the run started with."""
+        return self._config
 
     @property
     def done(self) -> bool:
@@ -324,19 +391,42 @@ class AgentRun(Generic[OutputT]):
                 # can keep the valid history of the steps that completed.
                 exc.messages = list(self.messages)
             self._error = exc
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:
+            # SystemExit / KeyboardInterrupt from a tool, raised after its round was stored: re-raised
+            # by the consumer's task (`next_item`), never through the task group as an ExceptionGroup.
+            self._interrupt = exc
         finally:
             assert self._send is not None
             self._send.close()
 
     async def _start(self) -> None:
-        """Read the history from the memory when it holds it, then commit the prompt."""
+        """Read the history from the memory when it holds it, then commit the prompt.
+
+        A resume is checked here, before any tool of it runs: the state's id is claimed (a state used
+        once is refused as such, whatever else changed since), then the memory conversation must be
+        where the run paused and form a valid history with the paused round.
+        """
         config = self._config
-        if config.memory is not None and (self._resume is None or self._resume.from_memory):
-            self._history = list(await config.memory.load(self._conversation_id))
-            if self._resume is None:
+        resume = self._resume
+        if resume is not None:
+            await claim_resume(config.claims, resume.id, self._conversation_id)
+        if config.memory is not None:
+            stored = list(await config.memory.load(self._conversation_id))
+            if resume is None:
+                self._history = stored
                 prompt = self._prompt
                 conversation = [*self._history, *([prompt] if prompt is not None else [])]
                 validate_history(conversation, prompt_index=len(self._history) if prompt is not None else None)
+            else:
+                check_position(expected=resume.conversation_length, found=len(stored),
+                               conversation_id=self._conversation_id)
+                if resume.from_memory:
+                    self._history = stored
+                    round_ = [resume.message, Message.tool_results(
+                        results_in_order(_calls_of(resume.message), {}, "pending"))]
+                    validate_history([*stored, *round_])
         if self._prompt is not None:
             await self._add(self._prompt)
 
@@ -423,13 +513,13 @@ class AgentRun(Generic[OutputT]):
         assert message is not None
         calls = _calls_of(message)
         known = [round_.results[c.id] for c in calls if c.id in round_.results]
-        pending = [c for c in calls if isinstance(c, ToolCallPart) and c.id in round_.held]
         from_memory = self._config.memory_is_source
         state = RunState(
-            message=message, pending=pending, results=known, conversation=[] if from_memory else list(round_.request),
-            step=round_.step, conversation_id=self._conversation_id, from_memory=from_memory,
-            output_retries=self._retries,
+            message=message, results=known, conversation=[] if from_memory else list(round_.request),
+            conversation_length=len(round_.request), step=round_.step, conversation_id=self._conversation_id,
+            from_memory=from_memory, output_retries=self._retries,
         )
+        pending = state.pending
         self.steps.append(StepResult(index=round_.step, message=message, results=known, usage=round_.usage,
                                      finish_reason=round_.finish_reason))
         return RunResult(messages=list(self.messages), usage=self.usage, steps=list(self.steps), status="paused",
@@ -490,17 +580,25 @@ class AgentRun(Generic[OutputT]):
         except BaseException:
             # Cancelled (or interrupted): keep what completed, answer every call, then let it propagate.
             new = self._commit(round_, missing=CANCELLED)
-            if new and round_.streamed:
+            if new and round_.keep_in_memory:
                 await self._remember(new, stopping=True)
             raise
+        if round_.interrupt is not None:
+            new = self._commit(round_, missing=CANCELLED)
+            if new and round_.keep_in_memory:
+                await self._remember(new, stopping=True)
+            raise round_.interrupt
         if round_.failure is not None:
             new = self._commit(round_, missing=CANCELLED)
-            if new and round_.streamed:
+            if new and round_.keep_in_memory:
                 await self._remember(new)
             raise round_.failure
         if round_.error is not None:
-            # The message is cut short: the run keeps it (valid, calls answered); the memory does not.
-            self._commit(round_, missing=STREAM_FAILED)
+            # The message is cut short: the run keeps it (valid, calls answered, marked incomplete); the
+            # memory keeps it only when a tool of it started.
+            new = self._commit(round_, missing=STREAM_FAILED)
+            if new and round_.keep_in_memory:
+                await self._remember(new)
             raise round_.error
         if round_.held:
             return
@@ -552,9 +650,11 @@ class AgentRun(Generic[OutputT]):
             round_.error = exc
             round_.finish_reason = "error"
             if exc.partial_message is not None:
-                round_.message = exc.partial_message
+                round_.message = _incomplete(exc.partial_message)
             elif round_.message is None:
                 round_.message = round_.partial_message()
+            else:
+                round_.message = _incomplete(round_.message)
 
     def _dispatch(self, round_: _Round, call: ToolCallPart | InvalidToolCallPart) -> None:
         if call.id in round_.calls:
@@ -601,6 +701,7 @@ class AgentRun(Generic[OutputT]):
     async def _answer(self, round_: _Round, call: ToolCallPart | InvalidToolCallPart) -> None:
         duration: float | None = None
         metadata: dict[str, Any] = {}
+        exception: BaseException | None = None
         if isinstance(call, InvalidToolCallPart):
             result = invalid_call_result(call)
         else:
@@ -618,11 +719,20 @@ class AgentRun(Generic[OutputT]):
                 result = admitted
             else:
                 async with round_.limiter:
+                    round_.started = True
                     self._emit(ToolStartedEvent(call=call))
-                    result, duration = await self._config.toolbox.execute(admitted)
+                    executed: Executed
+                    try:
+                        executed = await self._config.toolbox.execute(admitted)
+                    except ToolInterrupt as interrupt:
+                        executed = interrupt.outcome
+                        round_.interrupt = interrupt.exception
+                        assert round_.tg is not None
+                        round_.tg.cancel_scope.cancel()
+                result, duration, exception = executed.result, executed.duration, executed.exception
                 metadata = context.metadata
         round_.results[call.id] = result
-        event = ToolResultEvent(result=result, duration=duration, metadata=metadata)
+        event = ToolResultEvent(result=result, duration=duration, metadata=metadata, exception=exception)
         self._emit(event)
         callback = self._config.on_tool_result
         if callback is not None:
@@ -669,17 +779,28 @@ class AgentRun(Generic[OutputT]):
     async def _remember(self, messages: list[Message], *, stopping: bool = False) -> None:
         """Append committed messages to the chat memory, before the run goes on.
 
-        While the run is being stopped the append is shielded (for at most `_CLOSE_TIMEOUT` seconds),
-        so a round that was answered with `cancelled` results still reaches the memory whole.
+        The append is shielded from cancellation (for at most `_APPEND_TIMEOUT` seconds): the messages
+        are already part of the run's history, and a cancellation arriving while the store awaits I/O
+        must not leave the memory without them. A cancellation is delivered once the append is done.
         """
         memory = self._config.memory
         if memory is None or not messages:
             return
-        if stopping:
-            with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
-                await memory.append(messages, self._conversation_id)
-        else:
+        with anyio.move_on_after(_APPEND_TIMEOUT, shield=True) as scope:
             await memory.append(messages, self._conversation_id)
+        if scope.cancelled_caught:
+            text = (f"The chat memory did not store {len(messages)} message(s) of conversation "
+                    f"{self._conversation_id!r} within {_APPEND_TIMEOUT:g} seconds; they may be missing from it.")
+            logger.error(text)
+            if not stopping:
+                raise ChatMemoryError(text + " Check the store, then go on from the run's messages.")
+
+
+def _incomplete(message: Message) -> Message:
+    """The message marked as cut short (`metadata["incomplete"]`), whoever built it."""
+    if message.metadata.get("incomplete") is True:
+        return message
+    return dataclasses.replace(message, metadata={**message.metadata, "incomplete": True})
 
 
 def _error_of(result: ToolResultPart | None) -> str:

@@ -107,11 +107,15 @@ class RunChunk(Generic[OutputT]):
         messages: Messages completed at this moment, to append to a history. An assistant message that
             calls tools arrives together with the user message holding its results, so a history
             extended chunk by chunk is valid at every point.
-        partial: With an `output_type`: the object as far as its JSON has streamed, when it changed (else
-            `None`). Fields not streamed yet are missing; strings may be cut short. Each partial only adds
-            to the one before, within one answer; `result.output` is the validated final object.
+        partial_data: With an `output_type`: the answer's JSON as far as it has streamed (dicts, lists,
+            strings whose end may be cut short), when it changed; else `None`. Each one only adds to the
+            one before, within one answer.
+        partial: The same answer as an object of the output type, when `partial_data` already validates
+            as one (an unfinished last list item is left out); else `None`. Never an object with fields
+            that were not given or did not validate. `result.output` is the final, validated object.
     """
 
     output: str = ""
     messages: list[Message] = field(default_factory=list)
     partial: OutputT | None = None
+    partial_data: Any = None

@@ -56,13 +56,25 @@ _RESULT_LIMIT = 240
 """Characters of a tool result shown; the model still gets all of it."""
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich exits with status 1 when the reader of a pipe goes away; `toolwire ... | head` is not an
+        # error, so it ends quietly (main() does the same for output written without rich).
+        raise BrokenPipeError
+
+
 def make_console(file: Any = None) -> Console:
     """A console that styles only real terminals (rich drops colour for pipes, `NO_COLOR` and `TERM=dumb`)."""
-    return Console(file=file, highlight=False, emoji=False)
+    return _Console(file=file, highlight=False, emoji=False)
 
 
 def error_line(exc: BaseException) -> str:
-    """The one line a command prints for an error that ends it (no traceback)."""
+    """The one line a command prints for an error that ends it (no traceback).
+
+    A closed stdout (`| head`) is not an error to report: it is raised again for `main` to end quietly.
+    """
+    if isinstance(exc, BrokenPipeError):
+        raise exc
     if isinstance(exc, ToolwireError):
         text = str(exc).strip() or type(exc).__name__
     elif isinstance(exc, httpx.HTTPError):
@@ -412,14 +424,21 @@ async def stream_turn(
     history: Sequence[Message] = (),
     resume: RunState | None = None,
     approvals: Mapping[str, Approval] | None = None,
+    kept: list[Message] | None = None,
 ) -> RunResult[Any]:
     """Run one turn of `agent` (or resume a paused one), rendered as it happens, ending with the usage line.
 
     Raises the run's error after showing what arrived; a `ProviderError` then carries the run's valid
-    messages in `.messages`.
+    messages in `.messages`. `kept`, when given, is extended with the run's messages when it ends in any
+    way (a result, an error, a cancellation): always a valid continuation of the history.
     """
     started = time.monotonic()
-    async with agent.stream(prompt, history=history, resume=resume, approvals=approvals) as run:
-        await renderer.render(run, waiting_calls=resume.pending if resume is not None else ())
+    run = agent.stream(prompt, history=history, resume=resume, approvals=approvals)
+    try:
+        async with run:
+            await renderer.render(run, waiting_calls=resume.pending if resume is not None else ())
+    finally:
+        if kept is not None:
+            kept += run.messages
     renderer.print_usage(run, time.monotonic() - started)
     return run.result

@@ -2,16 +2,20 @@
 
 `--tool pkg.module:function` imports the module (the current directory is searched first, as
 `python -m` does, so a `tools.py` next to you is found) and takes the attribute: a `Tool` (from
-`@tool`) as it is, a plain function wrapped with `@tool`, or a list of them.
+`@tool`) as it is, a plain function wrapped with `@tool`, or a list of them. `--tool ./path/file.py:f`
+loads a Python file by its path instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..agent import Agent
@@ -38,19 +42,7 @@ def load_tool(spec: str) -> list[Tool[..., Any]]:
     if not sep or not module_name or not attribute:
         raise UserError(f"The tool {spec!r} is not of the form module:function "
                         "(for example toolwire.demo_tools:get_weather).")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        # A console script does not search the working directory; `--tool mytools:f` should find ./mytools.py.
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
-            raise UserError(f"The module {module_name!r} of the tool {spec!r} was not found; check the name, "
-                            "or run toolwire from the directory that holds it.") from exc
-        raise UserError(f"Importing {module_name!r} for the tool {spec!r} failed: {exc}.") from exc
-    except Exception as exc:
-        raise UserError(f"Importing {module_name!r} for the tool {spec!r} failed "
-                        f"({type(exc).__name__}: {exc}).") from exc
+    module = _load_file(module_name, spec) if _is_path(module_name) else _import(module_name, spec)
     value: Any = module
     for name in attribute.split("."):
         try:
@@ -70,17 +62,65 @@ def load_tool(spec: str) -> list[Tool[..., Any]]:
     return tools
 
 
+def _is_path(module_name: str) -> bool:
+    return module_name.endswith(".py") or "/" in module_name or os.sep in module_name
+
+
+def _import(module_name: str, spec: str) -> ModuleType:
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        # A console script does not search the working directory; `--tool mytools:f` should find ./mytools.py.
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise UserError(f"The module {module_name!r} of the tool {spec!r} was not found; check the name, "
+                            "or run toolwire from the directory that holds it.") from exc
+        raise UserError(f"Importing {module_name!r} for the tool {spec!r} failed: {exc}.") from exc
+    except Exception as exc:
+        raise UserError(f"Importing {module_name!r} for the tool {spec!r} failed "
+                        f"({type(exc).__name__}: {exc}).") from exc
+
+
+def _load_file(path_text: str, spec: str) -> ModuleType:
+    """A Python file named by its path, loaded as a module of its own (its folder importable, as for scripts)."""
+    path = Path(path_text).expanduser()
+    if path.suffix != ".py":
+        raise UserError(f"The tool {spec!r} names {path_text!r}, which is not a .py file; name a Python file "
+                        "(./tools.py:function) or a module (mytools:function).")
+    if not path.is_file():
+        raise UserError(f"The file {path_text!r} of the tool {spec!r} does not exist.")
+    name = f"_toolwire_tools_{path.stem}"
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise UserError(f"The file {path_text!r} of the tool {spec!r} cannot be loaded as Python.")
+    module = importlib.util.module_from_spec(loader_spec)
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    sys.modules[name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise UserError(f"Loading {path_text!r} for the tool {spec!r} failed ({type(exc).__name__}: {exc}).") from exc
+    return module
+
+
 def load_tools(specs: Iterable[str]) -> list[Tool[..., Any]]:
     """Every tool named on the command line, in order."""
     return [t for spec in specs for t in load_tool(spec)]
 
 
-def check_model(spec: str, *, api_key: str | None) -> None:
-    """Raise `UserError` for a model name without a provider, or a provider whose API key is not set.
+def check_model(spec: str, *, api_key: str | None, base_url: str | None = None) -> None:
+    """Raise `UserError` for a model name without a provider, a provider whose API key is not set, or a
+    base URL without a scheme.
 
     `get_model` would say the same for a Python caller; this says it for a command line user: which
     environment variable to set, or `--api-key`.
     """
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise UserError(f"The base URL {base_url!r} needs a scheme: write --base-url http://{base_url} (or https://).")
     provider_name, sep, model_name = spec.partition(":")
     if not sep or not model_name:
         raise UserError(f"The model {spec!r} has no provider; name it provider:model, e.g. openai:gpt-4.1-mini "
@@ -94,6 +134,6 @@ def check_model(spec: str, *, api_key: str | None) -> None:
 def make_agent(args: argparse.Namespace, *, tools: Sequence[Tool[..., Any]] | None = None) -> Agent:
     """The agent a `chat` or `run` command line describes."""
     loaded = load_tools(args.tool) if tools is None else list(tools)
-    check_model(args.model, api_key=args.api_key)
+    check_model(args.model, api_key=args.api_key, base_url=args.base_url)
     return Agent(args.model, tools=loaded, system=args.system, max_steps=args.max_steps, api_key=args.api_key,
                  base_url=args.base_url)

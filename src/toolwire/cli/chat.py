@@ -7,7 +7,9 @@ A tool that needs approval (`@tool(requires_approval=True)`) pauses the turn: th
 running it, and a declined call is answered to the model as declined.
 
 A failed turn prints one line and the chat goes on; the turn's completed steps stay in the history
-(every tool call answered), so nothing the model already did is lost.
+(every tool call answered), so nothing the model already did is lost. Ctrl-C during a turn cancels it:
+a turn in which no tool ran is dropped whole (the history is as it was before it), while one whose tools
+ran keeps what happened, the cut-off calls answered as cancelled, so the model learns what was done.
 """
 
 from __future__ import annotations
@@ -75,35 +77,38 @@ async def _interruptible_turn(agent: Agent[Any], prompt: str, history: list[Mess
                               console: Console) -> list[Message]:
     """A turn that Ctrl-C cancels on its own; at the prompt, Ctrl-C still leaves the chat."""
     loop = asyncio.get_running_loop()
+    kept: list[Message] = []
     with anyio.CancelScope() as scope:
         try:
             loop.add_signal_handler(signal.SIGINT, scope.cancel)
         except (NotImplementedError, RuntimeError):  # no signal handlers on this platform or thread
-            return await _turn(agent, prompt, history, renderer, console)
+            return await _turn(agent, prompt, history, renderer, console, kept)
         try:
-            return await _turn(agent, prompt, history, renderer, console)
+            return await _turn(agent, prompt, history, renderer, console, kept)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
-    # Cancelled: the agent closed the response and cancelled the tools; the turn is dropped whole, so the
-    # history stays what it was before it.
+    # Cancelled: the agent closed the response and cancelled the tools. `kept` holds the turn's messages
+    # so far, every call answered. If a tool ran, its effect happened: keep the turn so the model knows.
+    if any(m.tool_results_parts for m in kept):
+        console.print(Text("(turn cancelled; the tools that ran are kept in the conversation)", style="dim"))
+        return kept
     console.print(Text("(turn cancelled; the conversation is as it was before it)", style="dim"))
     return []
 
 
 async def _turn(agent: Agent[Any], prompt: str, history: list[Message], renderer: RunRenderer,
-                console: Console) -> list[Message]:
-    """One turn, resumed after each approval; returns the messages to add to the history (also on failure)."""
-    kept: list[Message] = []
+                console: Console, kept: list[Message]) -> list[Message]:
+    """One turn, resumed after each approval; returns the messages to add to the history (also on failure).
+
+    `kept` grows with the turn's committed messages as they happen, so a cancelled turn still has them.
+    """
     try:
-        result = await stream_turn(agent, prompt, renderer, history=history)
-        kept += result.messages
+        result = await stream_turn(agent, prompt, renderer, history=history, kept=kept)
         while result.paused and result.state is not None:
             approvals = _ask_approvals(console, result.pending)
-            result = await stream_turn(agent, None, renderer, resume=result.state, approvals=approvals)
-            kept += result.messages
+            result = await stream_turn(agent, None, renderer, resume=result.state, approvals=approvals, kept=kept)
     except ToolwireError as exc:
         console.print(Text(error_line(exc), style="bold red"))
-        kept += getattr(exc, "messages", None) or []
         # Keep a failed turn only when the model got somewhere; otherwise the user simply asks again.
         return kept if any(m.role == "assistant" for m in kept) else []
     return kept

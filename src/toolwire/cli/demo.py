@@ -66,6 +66,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--delay", type=float, default=0.008,
                    help="seconds between the fake provider's stream frames (default: 0.008)")
     p.add_argument("--seed", type=int, default=7, help="the fake provider's seed (ids and arguments)")
+    p.add_argument("--api-key", default=None, help="with --provider: the API key (default: its environment variable)")
     p.set_defaults(func=run)
 
 
@@ -131,8 +132,8 @@ async def _offline(args: argparse.Namespace, console: Console) -> None:
 
 async def _real(args: argparse.Namespace, console: Console) -> None:
     spec = real_model_spec(args.provider)
-    check_model(spec, api_key=None)
-    async with Agent(spec, tools=DEMO_TOOLS, system=DEMO_SYSTEM) as agent:
+    check_model(spec, api_key=args.api_key)
+    async with Agent(spec, tools=DEMO_TOOLS, system=DEMO_SYSTEM, api_key=args.api_key) as agent:
         _note(console, f"toolwire demo · {spec} (a real provider: this request uses your API key)")
         _show_prompt(console, args.prompt)
         await stream_turn(agent, args.prompt, RunRenderer(console, waiting=f"waiting for {spec}"))

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         responder: Responder
         if args.script:
             then = AutoResponder(seed=args.seed or 0, delay=args.delay) if args.then_auto else None
-            responder = FakeScript(load_script(args.script), then=then)
+            responder = FakeScript(load_script(args.script), then=then,
+                                   when_used_up="Add turns to the script, or start the server with --then-auto.")
         elif args.replay:
             responder = replies_from_replay_file(Path(args.replay), args.status, args.delay)
         else:
@@ -80,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
         out = sys.stdout
         out.write(f"Fake {server.protocol} server listening on {server.url}\n")
         out.write(f"base_url: {server.base_url}\n")
-        out.write(f"Try: get_model('{server.provider}:any-model', base_url='{server.base_url}', api_key='any')\n")
+        out.write(f"Try: toolwire chat {server.provider}:any-model --base-url {server.base_url} --api-key any\n")
+        out.write(f"  or, in Python: get_model('{server.provider}:any-model', base_url='{server.base_url}', "
+                  "api_key='any')\n")
         out.write("Press Ctrl-C to stop.\n")
         out.flush()
 

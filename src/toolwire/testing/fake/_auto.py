@@ -3,14 +3,18 @@
 Given a request that offers tools, it calls them (all, a chosen subset, or the one `tool_choice`
 names) in parallel with arguments generated from their JSON schemas; given the follow-up request that
 carries the tool results, it answers with text that summarises them. Without tools it answers a short
-text. It works on the decoded, protocol-neutral request, so the same conversation runs over every
-protocol, and it is deterministic for a given seed.
+text. When the request asks for structured output (a JSON schema in the protocol's own field, or JSON
+mode with the schema in the instructions), the answer is instead a JSON value generated from that
+schema, so typed output can be tried offline on every protocol. It works on the decoded,
+protocol-neutral request, so the same conversation runs over every protocol, and it is deterministic for
+a given seed.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import orjson
 
@@ -70,6 +74,11 @@ class AutoResponder:
         calls = self.choose(request) if rounds_done < self.rounds else []
         if calls:
             return self.turn(self.call_parts(request, calls, rounds_done))
+        schema = requested_output_schema(request)
+        if schema is not None:
+            rng = random.Random(f"{self.seed}:output:{rounds_done}")
+            value = schema_example(schema, rng) if schema else {}
+            return self.turn([FakeText(text=orjson.dumps(value).decode(), chunks=self.chunks)])
         if results:
             return self.turn([FakeText(text=summarize(results), chunks=self.chunks)])
         text = self.answer or _plain_answer(request)
@@ -114,6 +123,55 @@ class AutoResponder:
                 arguments = {}
             parts.append(FakeToolCall(name=tool.name, arguments=arguments, chunks=self.chunks))
         return parts
+
+
+def requested_output_schema(request: FakeRequest) -> dict[str, Any] | None:
+    """The JSON schema a request asks its answer to follow (`{}` for JSON without one), or `None`.
+
+    Read from where each protocol puts it: OpenAI / Mistral / Cohere `response_format`, the Responses
+    API's `text.format`, Gemini's `generationConfig.responseJsonSchema`, Ollama's `format`, Anthropic's
+    `output_config.format`. JSON mode without a schema takes the schema from the system text, where
+    toolwire puts it ("...JSON schema:\n{...}"), when there is one.
+    """
+    body = request.body if isinstance(request.body, dict) else {}
+    candidates: list[Any] = [
+        body.get("response_format"),
+        (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None,
+        (body.get("output_config") or {}).get("format") if isinstance(body.get("output_config"), dict) else None,
+    ]
+    for found in candidates:
+        if not isinstance(found, dict):
+            continue
+        kind = found.get("type")
+        if kind == "json_schema":
+            inner = found.get("json_schema", found)
+            schema = inner.get("schema") if isinstance(inner, dict) else None
+            return schema if isinstance(schema, dict) else {}
+        if kind == "json_object":
+            schema = found.get("json_schema") or found.get("schema")
+            return schema if isinstance(schema, dict) else _schema_in_instructions(request)
+    config = body.get("generationConfig")
+    if isinstance(config, dict) and isinstance(config.get("responseJsonSchema"), dict):
+        return dict(config["responseJsonSchema"])
+    if isinstance(config, dict) and config.get("responseMimeType") == "application/json":
+        return {}
+    if request.protocol == "ollama" and "format" in body:
+        return body["format"] if isinstance(body["format"], dict) else {}
+    return None
+
+
+def _schema_in_instructions(request: FakeRequest) -> dict[str, Any]:
+    for message in request.messages:
+        if message.role != "system":
+            continue
+        _, marker, rest = message.text.partition("JSON schema:")
+        if marker:
+            try:
+                schema = orjson.loads(rest.strip().splitlines()[0])
+            except (orjson.JSONDecodeError, IndexError):
+                return {}
+            return schema if isinstance(schema, dict) else {}
+    return {}
 
 
 def summarize(results: Sequence[ToolResultPart]) -> str:

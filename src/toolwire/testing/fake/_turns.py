@@ -336,12 +336,15 @@ class FakeScript:
     """Replies handed out in order: each request takes the first remaining reply whose `match` accepts it.
 
     Replies with `repeat=True` stay in the script. When no reply is left, `then` answers (for example an
-    `AutoResponder`); without it the request gets an HTTP 500 that says the script is used up.
+    `AutoResponder`); without it the request gets an HTTP 500 that says the script is used up, followed
+    by `when_used_up` (what to do about it, in the words of whoever built the script).
     """
 
-    def __init__(self, replies: Iterable[FakeReply], *, then: Responder | None = None) -> None:
+    def __init__(self, replies: Iterable[FakeReply], *, then: Responder | None = None,
+                 when_used_up: str = "Add turns to the script, or give it then=AutoResponder().") -> None:
         self._remaining: list[FakeReply] = list(replies)
         self.then = then
+        self.when_used_up = when_used_up
         self.answered: list[tuple[FakeRequest, FakeReply]] = []
         self._lock = threading.Lock()
 
@@ -366,7 +369,7 @@ class FakeScript:
                     used = len(self.answered)
                     chosen = FakeHTTPError(status=500, message=(
                         f"The fake server's script has no reply left for this request (it answered {used} "
-                        "request(s) already). Add turns to the script, or give it then=AutoResponder()."))
+                        f"request(s) already). {self.when_used_up}"))
             self.answered.append((request, chosen))
             return chosen
 

@@ -1,0 +1,61 @@
+# Sourced by scripts/demo and scripts/test: make .venv with a suitable Python and install toolwire into it.
+# Usage: ensure_venv EXTRAS   (EXTRAS: "" for the library and its command, "dev" for the test tools)
+#
+# - The interpreter is $PYTHON, else the first of python3, python3.13, python3.12, python3.11 that is 3.11+.
+# - A .venv made by another interpreter version (or one whose interpreter is gone) is made again.
+# - pip runs only when pyproject.toml, the extras or the interpreter changed since the last install
+#   (a stamp in .venv holds their hash); the install is editable, so source changes need none.
+# - pip's progress is shown, one line per step, and its whole log kept in .venv/install.log.
+
+_find_python() {
+    local candidate
+    for candidate in ${PYTHON:-} python3 python3.13 python3.12 python3.11; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+        if [ -n "${PYTHON:-}" ] && [ "$candidate" = "$PYTHON" ]; then
+            echo "PYTHON=$PYTHON is not a Python 3.11+ with venv." >&2
+            return 1
+        fi
+    done
+    echo "toolwire needs Python 3.11 or newer with venv; set PYTHON=/path/to/python3.11+ and run this again." >&2
+    return 1
+}
+
+ensure_venv() {
+    local extras=$1 py want have stamp spec
+    py=$(_find_python) || exit 1
+    want=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    if [ -e .venv ]; then
+        have=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo none)
+        if [ "$have" != "$want" ]; then
+            echo "== .venv was made by Python $have; making it again with $py (Python $want)"
+            rm -rf .venv
+        fi
+    fi
+    if [ ! -x .venv/bin/python ]; then
+        echo "== making .venv with $py (Python $want)"
+        "$py" -m venv .venv
+    fi
+    stamp=$( { cat pyproject.toml; echo "extras=$extras python=$want"; } | "$py" -c \
+        'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')
+    if [ -f .venv/.toolwire-installed ] && [ "$(cat .venv/.toolwire-installed)" = "$stamp" ]; then
+        return 0
+    fi
+    spec=.
+    [ -n "$extras" ] && spec=".[$extras]"
+    echo "== installing toolwire${extras:+ with [$extras]} into .venv (the first time takes a minute)"
+    rm -f .venv/.toolwire-installed
+    { .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -e "$spec"
+      echo $? > .venv/.pip-status; } 2>&1 | tee .venv/install.log |
+        { grep --line-buffered -E '^(Collecting|Installing collected|Successfully)' || true; } |
+        sed -u -e 's/^/   /' -e 's/^\(.\{110\}\).*/\1.../'
+    if [ "$(cat .venv/.pip-status)" != 0 ]; then
+        cat .venv/install.log
+        echo "Installing toolwire failed (log above, also in .venv/install.log)." >&2
+        exit 1
+    fi
+    echo "$stamp" > .venv/.toolwire-installed
+}
