@@ -92,9 +92,12 @@ class ContractServer:
     # ---- what tests set up
 
     def add_chat(self, detail: dict[str, Any], *, rows: list[dict[str, Any]] | None = None,
-                 frames: list[Frame] | None = None, owner: str | None = None) -> Chat:
-        """A chat with stored rows and an event log (an active run if the log's last run has not finished)."""
-        chat = Chat(detail=copy.deepcopy(detail), owner=owner or self.token, rows=copy.deepcopy(rows or []))
+                 frames: list[Frame] | None = None, owner: str | None = None,
+                 paused: dict[str, Any] | None = None) -> Chat:
+        """A chat with stored rows and an event log (an active run if the log's last run has not finished;
+        `paused` is GET chat's `paused` once a run in the log pauses)."""
+        chat = Chat(detail=copy.deepcopy(detail), owner=owner or self.token, rows=copy.deepcopy(rows or []),
+                    paused_detail=copy.deepcopy(paused))
         with self.lock:
             self.chats[detail["id"]] = chat
             for frame in frames or []:

@@ -32,8 +32,11 @@ WATCH = """
       }
     }
   };
+  const lastStatus = new Map();
   const card = (node) => {
-    if (node.nodeType === 1 && node.classList.contains("tool-card") && node.dataset.callId && node.dataset.status) {
+    if (node.nodeType === 1 && node.classList.contains("tool-card") && node.dataset.callId && node.dataset.status
+        && lastStatus.get(node.dataset.callId) !== node.dataset.status) {
+      lastStatus.set(node.dataset.callId, node.dataset.status);
       window.__cardLog.push([node.dataset.callId, node.dataset.status]);
     }
   };
@@ -91,6 +94,10 @@ class WebPage:
         box.press("Enter")
 
     # ---- reading the conversation
+
+    def expect_drawn(self, cursor: str) -> None:
+        """Wait until the page has drawn the event with this cursor."""
+        expect(self.page.locator("#conversation")).to_have_attribute("data-cursor", cursor)
 
     def card(self, call_id: str) -> Locator:
         return self.page.locator(f'.tool-card[data-call-id="{call_id}"]')

@@ -275,6 +275,8 @@ class App {
   onState(session, state) {
     if (session !== this.session) return;
     this.view.update(state);
+    // The last event drawn (tests wait on it; a person never sees it).
+    this.ui.conversation.dataset.cursor = state.cursor ?? "";
     if (state.chat) {
       const listed = this.chats.find((c) => c.id === session.chatId)?.title;
       const title = state.chat.title || listed || "New chat";

@@ -476,6 +476,14 @@ function idByIndex(state, runIndex, position, index) {
   return null;
 }
 
+function findApproval(state, approvalId) {
+  for (const [id, [r, s]] of Object.entries(state.where)) {
+    const card = state.runs[r].steps[s].cards[id];
+    if (card.approvalId === approvalId) return card;
+  }
+  return null;
+}
+
 function decideCard(state, approvalId, decision) {
   for (const [id, [r, s]] of Object.entries(state.where)) {
     const card = state.runs[r].steps[s].cards[id];
@@ -703,6 +711,16 @@ const HANDLERS = {
   client_decide(state, event) {
     const decision = event.approved === null ? null : { approved: event.approved, reason: event.reason ?? null };
     return decideCard(state, event.approval_id, decision);
+  },
+
+  /** The decisions went to the server: the cards say so until the resumed run answers them. */
+  client_decisions_sent(state, event) {
+    let next = state;
+    for (const approvalId of event.approval_ids) {
+      const card = findApproval(next, approvalId);
+      if (card !== null && card.decision !== null) next = decideCard(next, approvalId, { ...card.decision, sent: true });
+    }
+    return next;
   },
 
   client_connection(state, event) {

@@ -390,13 +390,17 @@ export class ConversationView {
 
   patchApproval(node, card, paused) {
     const box = node.lastChild;
-    const key = `${card.status}|${paused}|${card.decision?.approved}|${card.approvalId}`;
+    const key = `${card.status}|${paused}|${card.decision?.approved}|${card.decision?.sent}|${card.approvalId}`;
     if (box.dataset.key === key) return;
     box.dataset.key = key;
     box.replaceChildren();
     if (card.status !== CardStatus.APPROVAL) return;
     if (!paused) {
       box.append(el("p", "hint", "Waiting for the run to pause before it can be decided."));
+      return;
+    }
+    if (card.decision?.sent) {
+      box.append(el("span", "hint", card.decision.approved ? "Approved: the run goes on." : "Denied: the run goes on."));
       return;
     }
     if (card.decision !== null) {

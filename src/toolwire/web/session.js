@@ -102,6 +102,7 @@ export class ChatSession {
       if (!card.decision.approved && card.decision.reason) decision.reason = card.decision.reason;
       return decision;
     });
+    this.dispatch({ type: "client_decisions_sent", approval_ids: decisions.map((d) => d.approval_id) });
     const refused = await this.follow(() => this.api.decide(this.chatId, decisions, this.abort.signal));
     if (refused !== null) {
       this.notice(describe(refused));
