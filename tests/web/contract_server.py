@@ -131,6 +131,15 @@ class ContractServer:
                     break
             return released
 
+    def wait_for_run(self, chat_id: str, timeout: float = 5.0) -> str:
+        """Wait until a run is active in the chat (the page's POST arrived); returns its id."""
+        with self.lock:
+            chat = self.chats[chat_id]
+            if not self.lock.wait_for(lambda: chat.active_run is not None, timeout=timeout):
+                raise AssertionError(f"No run started in chat {chat_id!r} within {timeout} s.")
+            assert chat.active_run is not None
+            return chat.active_run
+
     def drop_streams(self, chat_id: str) -> None:
         """Close every open event stream of the chat mid-run (a lost connection)."""
         with self.lock:

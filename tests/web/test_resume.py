@@ -67,6 +67,7 @@ def test_reload_mid_run_replays_the_run_once_and_follows_it_to_the_end(server: C
     chat_id = seq["chat"]["id"]
     page = web(server.url, token=server.token, chat=chat_id)
     page.send("Weather in Rome and Cairo?")
+    server.wait_for_run(chat_id)
     frames = server.release(chat_id, seq["reload_after"] - 1)
     page.expect_drawn(frames[-1]["id"])
     page.reload()
@@ -88,6 +89,7 @@ def test_a_dropped_connection_resumes_after_the_last_event(server: ContractServe
     chat_id = seq["chat"]["id"]
     page = web(server.url, token=server.token, chat=chat_id)
     page.send("Weather in Rome and Cairo?")
+    server.wait_for_run(chat_id)
     frames = server.release(chat_id, seq["drop_after"] - 1)
     last = frames[-1]["id"]
     page.expect_drawn(last)
@@ -107,6 +109,7 @@ def test_an_expired_cursor_reloads_the_history(server: ContractServer, web: Open
     chat_id = seq["chat"]["id"]
     page = web(server.url, token=server.token, chat=chat_id)
     page.send("Weather in Rome and Cairo?")
+    server.wait_for_run(chat_id)
     frames = server.release(chat_id, seq["drop_after"] - 1)
     page.expect_drawn(frames[-1]["id"])
     server.expire_before(chat_id, "9-1")
@@ -123,6 +126,7 @@ def test_an_expired_cursor_mid_run_replays_the_run(server: ContractServer, web: 
     chat_id = seq["chat"]["id"]
     page = web(server.url, token=server.token, chat=chat_id)
     page.send("Weather in Rome and Cairo?")
+    server.wait_for_run(chat_id)
     frames = server.release(chat_id, seq["drop_after"] - 1)
     page.expect_drawn(frames[-1]["id"])
     server.expire_before(chat_id, "9-1")
@@ -139,6 +143,7 @@ def test_a_run_that_ended_while_the_page_was_away_shows_its_stored_rows(server: 
     chat_id = seq["chat"]["id"]
     page = web(server.url, token=server.token, chat=chat_id)
     page.send("Weather in Rome and Cairo?")
+    server.wait_for_run(chat_id)
     frames = server.release(chat_id, seq["drop_after"] - 1)
     page.expect_drawn(frames[-1]["id"])
     page.page.context.set_offline(True)

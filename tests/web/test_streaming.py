@@ -32,7 +32,7 @@ def started(server: ContractServer, web: Open, name: str, **options: Any) -> tup
     page = web(server.url, token=server.token, chat=chat_id, **options)
     first = seq["frames"][0]["data"]["user_message"]["messages"][0]["parts"][0]["text"]
     page.send(first)
-    expect(page.page.locator(".user-message")).to_have_count(1)
+    server.wait_for_run(chat_id)
     return seq, page
 
 
