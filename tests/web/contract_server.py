@@ -252,6 +252,8 @@ class ContractServer:
                     server.answer(self, method, split.path, parse_qs(split.query), body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+                except AssertionError as exc:  # a test that scripted too little: tell the page, like a server bug would
+                    self.send_error_json(500, "not_scripted", str(exc))
 
             def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
                 data = b"" if body is None else json.dumps(body).encode()

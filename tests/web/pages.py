@@ -7,6 +7,7 @@ end-to-end tests), so the same helpers serve both.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from playwright.sync_api import BrowserContext, Locator, Page, expect
@@ -98,6 +99,13 @@ class WebPage:
     def expect_drawn(self, cursor: str) -> None:
         """Wait until the page has drawn the event with this cursor."""
         expect(self.page.locator("#conversation")).to_have_attribute("data-cursor", cursor)
+
+    def wait_until(self, expression: str, timeout: float = 5.0) -> None:
+        """Poll a JavaScript expression until it is true (wait_for_function needs eval, which the page's CSP forbids)."""
+        deadline = time.monotonic() + timeout
+        while not self.page.evaluate(expression):
+            assert time.monotonic() < deadline, f"still false after {timeout} s: {expression}"
+            time.sleep(0.03)
 
     def card(self, call_id: str) -> Locator:
         return self.page.locator(f'.tool-card[data-call-id="{call_id}"]')

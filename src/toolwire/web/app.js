@@ -103,6 +103,10 @@ class App {
     });
     ui.newChat.addEventListener("click", () => this.newChat());
     ui.menu.addEventListener("click", () => this.toggleSidebar());
+    // Picking a chat closes the list on a phone, even the chat already open (no hashchange then).
+    ui.chatList.addEventListener("click", (event) => {
+      if (event.target.closest(".chat-link")) this.toggleSidebar(false);
+    });
     ui.composer.addEventListener("submit", (event) => {
       event.preventDefault();
       this.send();
@@ -294,7 +298,7 @@ class App {
     ui.send.hidden = running;
     ui.send.disabled = waiting;
     ui.composerHint.textContent = waiting ? "Approve or deny the waiting tool calls to go on."
-      : running ? "Working… Esc or Stop cancels." : "";
+      : running ? "Working… Esc or Stop cancels." : "Enter sends · Shift+Enter starts a new line";
     const connection = state?.connection ?? "idle";
     ui.connection.textContent = connection === "reconnecting" ? "Reconnecting…" : "";
     ui.connection.dataset.state = connection;
