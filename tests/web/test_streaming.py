@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -78,7 +79,7 @@ def test_arguments_grow_live_then_show_as_json(server: ContractServer, web: Open
         if len(shown) == 2:
             page.screenshot(screenshots / "streaming-arguments.png")
     assert len(shown) >= 3
-    assert all(len(a) < len(b) for a, b in zip(shown, shown[1:], strict=False)), shown
+    assert all(len(a) < len(b) for a, b in itertools.pairwise(shown)), shown
     assert shown[0] == raw[: len(shown[0])] and not shown[0].startswith("{\n"), "raw text while not parsable"
     page.expect_status("call_paris", "pending")
     expect(page.card("call_paris").locator(".tool-args")).to_have_class("tool-args parsed")
