@@ -5,8 +5,8 @@
 // in the order the events arrive; growing Markdown text is redrawn at most once per animation frame.
 //
 // Safety: everything from the server (model text, thinking, tool names, arguments, results, errors,
-// titles) enters the page as text nodes or through markdown.js, which builds elements only. No
-// innerHTML, no attribute taken from data except links that passed markdown.safeUrl.
+// titles) enters the page as text nodes or through markdown.js, which builds elements only: no HTML
+// string is ever parsed, and no attribute is taken from data except links that passed markdown.safeUrl.
 
 import { renderMarkdown } from "./markdown.js";
 import { CardStatus, cardsOf, conversationItems, stepFromRow } from "./reducer.js";
