@@ -688,6 +688,8 @@ const HANDLERS = {
     for (const approval of paused.approvals ?? []) {
       next = HANDLERS.approval_required(next, { run_id: paused.run_id, step: null, approval_id: approval.approval_id,
         call: approval.call }, at);
+      // The server still waits for this call: a decision the page sent did not arrive, so ask again.
+      if (findApproval(next, approval.approval_id)?.decision?.sent) next = decideCard(next, approval.approval_id, null);
     }
     return updateRun(next, runIndexOf(next, paused.run_id), (run) =>
       (run.status === "running" ? run : { ...run, status: "paused" }));

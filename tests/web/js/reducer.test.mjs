@@ -306,3 +306,15 @@ test("a run that ends without answering a call does not leave it executing", () 
   ]) state = reduce(state, e);
   assert.equal(cardOf(state, "c1").status, CardStatus.UNANSWERED);
 });
+
+test("decisions that did not reach the server are asked for again when GET chat still shows the pause", () => {
+  const seq = sequence("approval");
+  let state = fold(fresh(seq), seq.frames);
+  state = reduce(state, { type: "client_decide", approval_id: "appr-1", approved: true });
+  state = reduce(state, { type: "client_decisions_sent", approval_ids: ["appr-1"] });
+  assert.deepEqual(cardOf(state, "call_pay").decision, { approved: true, reason: null, sent: true });
+  assert.deepEqual(pendingApprovals(state).map((c) => c.id), ["call_pay"]);
+  state = reduce(state, { type: "client_chat", chat: seq.chat_paused });
+  assert.equal(cardOf(state, "call_pay").decision, null);
+  assert.equal(cardOf(state, "call_pay").status, CardStatus.APPROVAL);
+});
