@@ -143,21 +143,3 @@ def test_narrow_screen_and_dark_mode(server: ContractServer, web: Open, screensh
     page.wait_until(sidebar_hidden)
     server.release(chat_id)
     page.expect_run_status("run-w1", "completed")
-
-
-def test_keyboard_only_approval(server: ContractServer, web: Open) -> None:
-    seq = load("approval")
-    chat_id = seq["chat"]["id"]
-    server.add_chat(seq["chat"], rows=seq["history_paused"], frames=seq["frames"], paused=seq["paused"])
-    server.script(chat_id, seq["denied"])
-    page = web(server.url, token=server.token, chat=chat_id)
-    page.expect_status("call_pay", "awaiting_approval")
-    reason = page.card("call_pay").locator(".deny-reason")
-    reason.focus()
-    page.page.keyboard.type("Not this month.")
-    page.page.keyboard.press("Enter")  # Enter in the reason denies
-    server.wait_for_run(chat_id)
-    [request] = server.requests_to("POST", f"/api/chats/{chat_id}/approvals")
-    assert request.body["decisions"] == [{"approval_id": "appr-1", "approved": False, "reason": "Not this month."}]
-    server.release(chat_id)
-    page.expect_status("call_pay", "denied")

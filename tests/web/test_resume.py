@@ -62,14 +62,21 @@ def resume_chat(server: ContractServer) -> dict[str, Any]:
     return seq
 
 
-def test_reload_mid_run_replays_the_run_once_and_follows_it_to_the_end(server: ContractServer, web: Open) -> None:
+def held_mid_run(server: ContractServer, web: Open, at: str) -> tuple[dict[str, Any], WebPage, list[dict[str, Any]]]:
+    """The page sent the message and drew the run up to the sequence's `at` point (reload_after / drop_after)."""
     seq = resume_chat(server)
     chat_id = seq["chat"]["id"]
     page = web(server.url, token=server.token, chat=chat_id)
     page.send("Weather in Rome and Cairo?")
     server.wait_for_run(chat_id)
-    frames = server.release(chat_id, seq["reload_after"] - 1)
+    frames = server.release(chat_id, seq[at] - 1)
     page.expect_drawn(frames[-1]["id"])
+    return seq, page, frames
+
+
+def test_reload_mid_run_replays_the_run_once_and_follows_it_to_the_end(server: ContractServer, web: Open) -> None:
+    seq, page, frames = held_mid_run(server, web, "reload_after")
+    chat_id = seq["chat"]["id"]
     page.reload()
     # After the reload: the stored rows, then the run replayed from its first event (no cursor).
     page.expect_drawn(frames[-1]["id"])
@@ -85,14 +92,9 @@ def test_reload_mid_run_replays_the_run_once_and_follows_it_to_the_end(server: C
 
 
 def test_a_dropped_connection_resumes_after_the_last_event(server: ContractServer, web: Open) -> None:
-    seq = resume_chat(server)
+    seq, page, frames = held_mid_run(server, web, "drop_after")
     chat_id = seq["chat"]["id"]
-    page = web(server.url, token=server.token, chat=chat_id)
-    page.send("Weather in Rome and Cairo?")
-    server.wait_for_run(chat_id)
-    frames = server.release(chat_id, seq["drop_after"] - 1)
     last = frames[-1]["id"]
-    page.expect_drawn(last)
     server.drop_streams(chat_id)
     # The page asks again from where it was; while it waits, the run goes on server-side.
     server.release(chat_id, 1)
@@ -105,13 +107,8 @@ def test_a_dropped_connection_resumes_after_the_last_event(server: ContractServe
 
 
 def test_an_expired_cursor_reloads_the_history(server: ContractServer, web: Open) -> None:
-    seq = resume_chat(server)
+    seq, page, frames = held_mid_run(server, web, "drop_after")
     chat_id = seq["chat"]["id"]
-    page = web(server.url, token=server.token, chat=chat_id)
-    page.send("Weather in Rome and Cairo?")
-    server.wait_for_run(chat_id)
-    frames = server.release(chat_id, seq["drop_after"] - 1)
-    page.expect_drawn(frames[-1]["id"])
     server.expire_before(chat_id, "9-1")
     server.drop_streams(chat_id)
     server.release(chat_id)
@@ -122,13 +119,8 @@ def test_an_expired_cursor_reloads_the_history(server: ContractServer, web: Open
 
 
 def test_an_expired_cursor_mid_run_replays_the_run(server: ContractServer, web: Open) -> None:
-    seq = resume_chat(server)
+    seq, page, frames = held_mid_run(server, web, "drop_after")
     chat_id = seq["chat"]["id"]
-    page = web(server.url, token=server.token, chat=chat_id)
-    page.send("Weather in Rome and Cairo?")
-    server.wait_for_run(chat_id)
-    frames = server.release(chat_id, seq["drop_after"] - 1)
-    page.expect_drawn(frames[-1]["id"])
     server.expire_before(chat_id, "9-1")
     server.drop_streams(chat_id)
     streams = wait_for(lambda: server.requests_to("GET", f"/api/chats/{chat_id}/stream"), 2)
@@ -139,13 +131,8 @@ def test_an_expired_cursor_mid_run_replays_the_run(server: ContractServer, web: 
 
 
 def test_a_run_that_ended_while_the_page_was_away_shows_its_stored_rows(server: ContractServer, web: Open) -> None:
-    seq = resume_chat(server)
+    seq, page, _ = held_mid_run(server, web, "drop_after")
     chat_id = seq["chat"]["id"]
-    page = web(server.url, token=server.token, chat=chat_id)
-    page.send("Weather in Rome and Cairo?")
-    server.wait_for_run(chat_id)
-    frames = server.release(chat_id, seq["drop_after"] - 1)
-    page.expect_drawn(frames[-1]["id"])
     page.page.context.set_offline(True)
     server.drop_streams(chat_id)
     server.release(chat_id)  # the run finishes while the page cannot reach the server

@@ -175,6 +175,7 @@ def test_approve_resumes_the_run_in_place(server: ContractServer, web: Open, scr
     seq, page = paused_chat(server, web, screenshots)
     page.card("call_pay").evaluate("node => { window.__payCard = node; }")
     page.approve("call_pay")
+    server.wait_for_run(seq["chat"]["id"])
     [request] = server.requests_to("POST", "/api/chats/chat-approval/approvals")
     assert request.body == {"decisions": [{"approval_id": "appr-1", "approved": True}]}
     expect(page.card("call_pay").locator(".approval")).to_have_text("Approved: the run goes on.")
@@ -194,6 +195,7 @@ def test_approve_resumes_the_run_in_place(server: ContractServer, web: Open, scr
 def test_deny_with_a_reason_resumes_the_run(server: ContractServer, web: Open) -> None:
     seq, page = paused_chat(server, web)
     page.deny("call_pay", "Not this month.")
+    server.wait_for_run(seq["chat"]["id"])
     [request] = server.requests_to("POST", "/api/chats/chat-approval/approvals")
     assert request.body == {"decisions": [{"approval_id": "appr-1", "approved": False, "reason": "Not this month."}]}
     server.release(seq["chat"]["id"])
@@ -203,20 +205,39 @@ def test_deny_with_a_reason_resumes_the_run(server: ContractServer, web: Open) -
     expect(page.run("run-a2").locator(".md")).to_have_text("Understood, I did not pay it. Oslo: 7 °C and rain.")
 
 
-def test_a_paused_chat_opened_later_can_be_approved(server: ContractServer, web: Open) -> None:
+def reopened_paused(server: ContractServer, web: Open, decision: str) -> tuple[str, WebPage]:
+    """A chat that paused before the page opened; `decision` ("approved" / "denied") is the run it resumes."""
     seq = load("approval")
     chat_id = seq["chat"]["id"]
     server.add_chat(seq["chat"], rows=seq["history_paused"], frames=seq["frames"], paused=seq["paused"])
-    server.script(chat_id, seq["approved"])
+    server.script(chat_id, seq[decision])
     page = web(server.url, token=server.token, chat=chat_id)
     page.expect_status("call_pay", "awaiting_approval")
+    return chat_id, page
+
+
+def test_a_paused_chat_opened_later_can_be_approved(server: ContractServer, web: Open) -> None:
+    chat_id, page = reopened_paused(server, web, "approved")
     page.expect_status("call_oslo", "done")
     expect(page.page.locator(".user-message")).to_have_count(1)
     page.approve("call_pay")
+    server.wait_for_run(chat_id)
     server.release(chat_id)
     page.expect_status("call_pay", "done")
     expect(page.page.locator(".tool-card")).to_have_count(2)
     expect(page.page.locator(".run").last.locator(".md")).to_have_text("Paid (reference PAY-991). Oslo: 7 °C and rain.")
+
+
+def test_keyboard_only_denial(server: ContractServer, web: Open) -> None:
+    chat_id, page = reopened_paused(server, web, "denied")
+    page.card("call_pay").locator(".deny-reason").focus()
+    page.page.keyboard.type("Not this month.")
+    page.page.keyboard.press("Enter")  # Enter in the reason denies
+    server.wait_for_run(chat_id)
+    [request] = server.requests_to("POST", f"/api/chats/{chat_id}/approvals")
+    assert request.body["decisions"] == [{"approval_id": "appr-1", "approved": False, "reason": "Not this month."}]
+    server.release(chat_id)
+    page.expect_status("call_pay", "denied")
 
 
 def test_stop_cancels_the_run(server: ContractServer, web: Open) -> None:
