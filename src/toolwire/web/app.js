@@ -7,8 +7,8 @@
 // proxy serves it under a path prefix.
 
 import { Api, ApiError } from "./api.js";
-import { activeRun, pendingApprovals } from "./reducer.js";
 import { ConversationView } from "./render.js";
+import { activeRun, pendingApprovals } from "./selectors.js";
 import { ChatSession, describe } from "./session.js";
 
 export const TOKEN_KEY = "toolwire.token";

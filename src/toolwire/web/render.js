@@ -9,7 +9,8 @@
 // string is ever parsed, and no attribute is taken from data except links that passed markdown.safeUrl.
 
 import { renderMarkdown } from "./markdown.js";
-import { CardStatus, cardsOf, conversationItems, stepFromRow } from "./reducer.js";
+import { CardStatus, stepFromRow } from "./reducer.js";
+import { cardsOf, conversationItems } from "./selectors.js";
 
 const STATUS_LABEL = {
   streaming: "receiving arguments",

@@ -11,7 +11,8 @@
 // is sent again with the same client_message_id, which the server treats as the same message.
 
 import { ApiError, readEvents } from "./api.js";
-import { activeRun, emptyChat, lastSequence, pendingApprovals, reduce } from "./reducer.js";
+import { emptyChat, reduce } from "./reducer.js";
+import { activeRun, lastSequence, pendingApprovals } from "./selectors.js";
 
 const RETRY_DELAYS_MS = [250, 1000, 2000, 4000, 8000, 15000];
 

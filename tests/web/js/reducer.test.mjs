@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import {
-  CardStatus, activeRun, cardsOf, compareCursors, conversationItems, emptyChat, pendingApprovals, reduce, stepFromRow,
-} from "../../../src/toolwire/web/reducer.js";
+import { CardStatus, compareCursors, emptyChat, reduce, stepFromRow } from "../../../src/toolwire/web/reducer.js";
+import { activeRun, cardsOf, conversationItems, pendingApprovals } from "../../../src/toolwire/web/selectors.js";
 import { allCards, fold, fresh, sequence, words } from "./helpers.mjs";
 
 /** What the page shows, without timings: compare states reached in different ways. */
