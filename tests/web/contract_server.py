@@ -16,6 +16,7 @@ import copy
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,6 +68,7 @@ class ContractServer:
         self.requests: list[Request] = []
         self.lock = threading.Condition()
         self.created = 0
+        self.chat_delay = 0.0  # seconds GET chat waits between reading the chat and answering (a slow network)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="contract-server", daemon=True)
@@ -350,7 +352,9 @@ class ContractServer:
         rest = parts[2:]
         if rest == [] and method == "GET":
             with self.lock:
-                h.send_json(200, self._detail(chat))
+                detail = copy.deepcopy(self._detail(chat))
+            time.sleep(self.chat_delay)
+            h.send_json(200, detail)
         elif rest == [] and method == "PATCH":
             with self.lock:
                 chat.detail["title"] = body["title"]

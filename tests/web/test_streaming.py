@@ -205,6 +205,19 @@ def test_deny_with_a_reason_resumes_the_run(server: ContractServer, web: Open) -
     expect(page.run("run-a2").locator(".md")).to_have_text("Understood, I did not pay it. Oslo: 7 °C and rain.")
 
 
+def test_a_late_answer_about_the_pause_does_not_undo_a_decision(server: ContractServer, web: Open) -> None:
+    # The page asks GET chat when the run pauses; that answer (still paused) arrives after the person denied.
+    server.chat_delay = 0.6
+    seq, page = paused_chat(server, web)
+    page.deny("call_pay", "Not this month.")
+    server.wait_for_run(seq["chat"]["id"])
+    page.page.wait_for_timeout(800)
+    expect(page.card("call_pay").locator(".approval")).to_have_text("Denied: the run goes on.")
+    server.release(seq["chat"]["id"])
+    page.expect_status("call_pay", "denied")
+    assert page.statuses_of("call_pay")[-2:] == ["awaiting_approval", "denied"]
+
+
 def reopened_paused(server: ContractServer, web: Open, decision: str) -> tuple[str, WebPage]:
     """A chat that paused before the page opened; `decision` ("approved" / "denied") is the run it resumes."""
     seq = load("approval")

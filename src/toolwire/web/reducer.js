@@ -668,7 +668,10 @@ const HANDLERS = {
 
   // ---- the page's own actions
 
-  /** GET /api/chats/{id} answered (a ChatDetail). A paused run is shown with its waiting calls. */
+  /**
+   * GET /api/chats/{id} answered (a ChatDetail, asked at `requested_at` on the `meta.at` clock). A paused
+   * run is shown with its waiting calls.
+   */
   client_chat(state, event, at) {
     const chat = event.chat;
     let next = { ...state, chat };
@@ -688,8 +691,12 @@ const HANDLERS = {
     for (const approval of paused.approvals ?? []) {
       next = HANDLERS.approval_required(next, { run_id: paused.run_id, step: null, approval_id: approval.approval_id,
         call: approval.call }, at);
-      // The server still waits for this call: a decision the page sent did not arrive, so ask again.
-      if (findApproval(next, approval.approval_id)?.decision?.sent) next = decideCard(next, approval.approval_id, null);
+      // The server still waited for this call after the page sent its decision: it did not arrive, so
+      // ask again. A GET chat asked before the decision went out says nothing about it.
+      const decision = findApproval(next, approval.approval_id)?.decision;
+      if (decision?.sent && (event.requested_at ?? Number.POSITIVE_INFINITY) > decision.sentAt) {
+        next = decideCard(next, approval.approval_id, null);
+      }
     }
     return updateRun(next, runIndexOf(next, paused.run_id), (run) =>
       (run.status === "running" ? run : { ...run, status: "paused" }));
@@ -716,11 +723,11 @@ const HANDLERS = {
   },
 
   /** The decisions went to the server: the cards say so until the resumed run answers them. */
-  client_decisions_sent(state, event) {
+  client_decisions_sent(state, event, at) {
     let next = state;
     for (const approvalId of event.approval_ids) {
       const card = findApproval(next, approvalId);
-      if (card !== null && card.decision !== null) next = decideCard(next, approvalId, { ...card.decision, sent: true });
+      if (card !== null && card.decision !== null) next = decideCard(next, approvalId, { ...card.decision, sent: true, sentAt: at });
     }
     return next;
   },

@@ -60,9 +60,10 @@ export class ChatSession {
 
   /** Load the chat and follow its active run, if any. Throws the ApiError of a chat that cannot be opened. */
   async open() {
+    const asked = this.now();
     const chat = await this.api.getChat(this.chatId);
     if (this.closed) return;
-    this.dispatch({ type: "client_chat", chat });
+    this.dispatch({ type: "client_chat", chat, requested_at: asked });
     const rows = await this.api.messages(this.chatId, null, this.abort.signal);
     this.dispatch({ type: "client_history", messages: rows });
     if (chat.active_run) await this.follow(() => this.api.stream(this.chatId, null, this.abort.signal));
@@ -73,8 +74,9 @@ export class ChatSession {
     try {
       const rows = await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal);
       this.dispatch({ type: "client_history", messages: rows });
+      const asked = this.now();
       const chat = await this.api.getChat(this.chatId);
-      this.dispatch({ type: "client_chat", chat });
+      this.dispatch({ type: "client_chat", chat, requested_at: asked });
     } catch (error) {
       if (!this.closed) this.notice(describe(error));
     }
@@ -230,8 +232,9 @@ export class ChatSession {
     this.state = { ...emptyChat(this.chatId), notices: this.state.notices, noticeCount: this.state.noticeCount };
     this.onChange(this.state);
     try {
+      const asked = this.now();
       const chat = await this.api.getChat(this.chatId);
-      this.dispatch({ type: "client_chat", chat });
+      this.dispatch({ type: "client_chat", chat, requested_at: asked });
       this.dispatch({ type: "client_history", messages: await this.api.messages(this.chatId, null, this.abort.signal) });
       return chat;
     } catch (error) {

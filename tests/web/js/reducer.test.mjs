@@ -310,10 +310,14 @@ test("decisions that did not reach the server are asked for again when GET chat 
   const seq = sequence("approval");
   let state = fold(fresh(seq), seq.frames);
   state = reduce(state, { type: "client_decide", approval_id: "appr-1", approved: true });
-  state = reduce(state, { type: "client_decisions_sent", approval_ids: ["appr-1"] });
-  assert.deepEqual(cardOf(state, "call_pay").decision, { approved: true, reason: null, sent: true });
+  state = reduce(state, { type: "client_decisions_sent", approval_ids: ["appr-1"] }, { at: 500 });
+  assert.deepEqual(cardOf(state, "call_pay").decision, { approved: true, reason: null, sent: true, sentAt: 500 });
   assert.deepEqual(pendingApprovals(state).map((c) => c.id), ["call_pay"]);
-  state = reduce(state, { type: "client_chat", chat: seq.chat_paused });
+  // A GET chat asked before the decision went out (answered late) changes nothing ...
+  state = reduce(state, { type: "client_chat", chat: seq.chat_paused, requested_at: 400 });
+  assert.equal(cardOf(state, "call_pay").decision.sent, true);
+  // ... one asked after it shows the server still waits.
+  state = reduce(state, { type: "client_chat", chat: seq.chat_paused, requested_at: 600 });
   assert.equal(cardOf(state, "call_pay").decision, null);
   assert.equal(cardOf(state, "call_pay").status, CardStatus.APPROVAL);
 });
