@@ -1,0 +1,347 @@
+// The page: the access token, the chat list, the open chat and the message box.
+//
+// The token comes from the address's fragment (`#token=...`, as `toolwire serve` prints it), is kept in
+// localStorage under `toolwire.token`, and is removed from the address bar at once. The open chat is
+// kept in the fragment (`#chat=<id>`), so a reload reopens it and follows its run where it is.
+// Every request resolves `api/...` against the page's own address, so the page also works when a
+// proxy serves it under a path prefix.
+
+import { Api, ApiError } from "./api.js";
+import { ConversationView } from "./render.js";
+import { activeRun, pendingApprovals } from "./selectors.js";
+import { ChatSession, describe } from "./session.js";
+
+export const TOKEN_KEY = "toolwire.token";
+const TITLE_LENGTH = 60;
+
+/** Move a `#token=` from the address into storage; returns the token to use (or null). */
+export function takeToken(win = window) {
+  const params = new URLSearchParams(win.location.hash.slice(1));
+  const fromAddress = params.get("token");
+  if (fromAddress) {
+    win.localStorage.setItem(TOKEN_KEY, fromAddress);
+    params.delete("token");
+    const rest = params.toString();
+    win.history.replaceState(null, "", `${win.location.pathname}${win.location.search}${rest ? `#${rest}` : ""}`);
+  }
+  return win.localStorage.getItem(TOKEN_KEY);
+}
+
+function chatIdFromAddress(win = window) {
+  return new URLSearchParams(win.location.hash.slice(1)).get("chat");
+}
+
+/** A chat title from the first line of the first message. */
+export function titleFrom(text) {
+  const line = text.trim().split("\n")[0].trim();
+  return line.length > TITLE_LENGTH ? `${line.slice(0, TITLE_LENGTH - 1)}…` : line;
+}
+
+class App {
+  constructor(doc) {
+    this.doc = doc;
+    const $ = (id) => doc.getElementById(id);
+    this.ui = {
+      app: $("app"), login: $("login"), loginForm: $("login-form"), loginToken: $("login-token"), loginMessage: $("login-message"),
+      sidebar: $("sidebar"), menu: $("menu"), newChat: $("new-chat"), chatList: $("chat-list"), listMessage: $("list-message"),
+      title: $("chat-title"), connection: $("connection"), conversation: $("conversation"), empty: $("empty"),
+      composer: $("composer"), message: $("message"), send: $("send"), stop: $("stop"), composerHint: $("composer-hint"),
+    };
+    this.api = null;
+    this.session = null;
+    this.view = null;
+    this.chats = [];
+    this.confirming = null; // the chat id whose delete button asks for confirmation
+  }
+
+  start() {
+    const token = takeToken();
+    this.bind();
+    if (!token) {
+      this.showLogin("This page needs the access token that `toolwire serve` printed. Open the URL it printed, or paste the token here.");
+      return;
+    }
+    this.signIn(token);
+  }
+
+  signIn(token) {
+    this.api = new Api({ base: this.doc.baseURI, token });
+    this.ui.login.hidden = true;
+    this.ui.app.hidden = false;
+    this.refreshChats();
+    this.route();
+  }
+
+  showLogin(message) {
+    this.closeChat();
+    this.ui.app.hidden = true;
+    this.ui.login.hidden = false;
+    this.ui.loginMessage.textContent = message;
+    this.ui.loginToken.focus();
+  }
+
+  /** A failure anywhere: a refused token shows the sign-in form, anything else a notice. */
+  fail(error, where = null) {
+    if (error instanceof ApiError && error.status === 401) {
+      localStorage.removeItem(TOKEN_KEY);
+      this.showLogin(`${error.message} Paste a valid token to continue.`);
+      return;
+    }
+    if (this.session !== null) this.session.notice(describe(error));
+    else if (where !== null) where.textContent = describe(error);
+  }
+
+  bind() {
+    const { ui } = this;
+    ui.loginForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const token = ui.loginToken.value.trim();
+      if (!token) return;
+      localStorage.setItem(TOKEN_KEY, token);
+      ui.loginToken.value = "";
+      this.signIn(token);
+    });
+    ui.newChat.addEventListener("click", () => this.newChat());
+    ui.menu.addEventListener("click", () => this.toggleSidebar());
+    // Picking a chat closes the list on a phone, even the chat already open (no hashchange then).
+    ui.chatList.addEventListener("click", (event) => {
+      if (event.target.closest(".chat-link")) this.toggleSidebar(false);
+    });
+    ui.composer.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.send();
+    });
+    ui.message.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        this.send();
+      } else if (event.key === "Escape" && this.session && activeRun(this.session.state)) {
+        event.preventDefault();
+        this.session.stop();
+      }
+    });
+    ui.message.addEventListener("input", () => this.fitMessageBox());
+    ui.stop.addEventListener("click", () => this.session?.stop());
+    window.addEventListener("hashchange", () => this.route());
+  }
+
+  toggleSidebar(open = !this.ui.app.classList.contains("sidebar-open")) {
+    this.ui.app.classList.toggle("sidebar-open", open);
+    this.ui.menu.setAttribute("aria-expanded", String(open));
+  }
+
+  fitMessageBox() {
+    const box = this.ui.message;
+    box.style.height = "auto";
+    box.style.height = `${Math.min(box.scrollHeight, 240)}px`;
+  }
+
+  // ---- the chat list
+
+  async refreshChats() {
+    try {
+      const body = await this.api.listChats();
+      this.chats = body.chats;
+      this.ui.listMessage.textContent = this.chats.length === 0 ? "No chats yet." : "";
+      this.drawChats();
+    } catch (error) {
+      this.fail(error, this.ui.listMessage);
+    }
+  }
+
+  drawChats() {
+    const current = this.session?.chatId ?? null;
+    const items = this.chats.map((chat) => {
+      const li = this.doc.createElement("li");
+      li.className = "chat-item";
+      li.dataset.chatId = chat.id;
+      const open = this.doc.createElement("a");
+      open.className = "chat-link";
+      open.href = `#chat=${encodeURIComponent(chat.id)}`;
+      open.textContent = chat.title || "New chat";
+      if (chat.id === current) open.setAttribute("aria-current", "page");
+      li.append(open);
+      if (this.confirming === chat.id) {
+        const yes = this.button("Delete", "danger", () => this.deleteChat(chat.id));
+        yes.setAttribute("aria-label", `Delete ${chat.title || "this chat"} for good`);
+        const no = this.button("Keep", "secondary", () => {
+          this.confirming = null;
+          this.drawChats();
+        });
+        li.append(yes, no);
+        queueMicrotask(() => yes.focus());
+      } else {
+        const del = this.button("×", "delete", () => {
+          this.confirming = chat.id;
+          this.drawChats();
+        });
+        del.setAttribute("aria-label", `Delete chat ${chat.title || ""}`.trim());
+        del.title = "Delete chat";
+        li.append(del);
+      }
+      return li;
+    });
+    this.ui.chatList.replaceChildren(...items);
+  }
+
+  button(text, className, onClick) {
+    const button = this.doc.createElement("button");
+    button.type = "button";
+    button.className = className;
+    button.textContent = text;
+    button.addEventListener("click", onClick);
+    return button;
+  }
+
+  async newChat(title = null) {
+    try {
+      const chat = await this.api.createChat(title);
+      this.chats = [chat, ...this.chats.filter((c) => c.id !== chat.id)];
+      this.drawChats();
+      this.go(chat.id);
+      return chat;
+    } catch (error) {
+      this.fail(error, this.ui.listMessage);
+      return null;
+    }
+  }
+
+  async deleteChat(chatId) {
+    this.confirming = null;
+    try {
+      await this.api.deleteChat(chatId);
+      this.chats = this.chats.filter((c) => c.id !== chatId);
+      if (this.session?.chatId === chatId) this.go(null);
+      this.drawChats();
+    } catch (error) {
+      this.fail(error, this.ui.listMessage);
+      this.drawChats();
+    }
+  }
+
+  // ---- the open chat
+
+  go(chatId) {
+    const hash = chatId === null ? "" : `#chat=${encodeURIComponent(chatId)}`;
+    if (location.hash !== hash) {
+      history.pushState(null, "", `${location.pathname}${location.search}${hash}`);
+    }
+    this.route();
+  }
+
+  route() {
+    if (this.api === null) return;
+    const chatId = chatIdFromAddress();
+    if (chatId === (this.session?.chatId ?? null)) return;
+    this.toggleSidebar(false);
+    if (chatId === null) {
+      this.closeChat();
+      return;
+    }
+    this.openChat(chatId);
+  }
+
+  closeChat() {
+    this.session?.close();
+    this.view?.destroy();
+    this.session = null;
+    this.view = null;
+    this.ui.conversation.replaceChildren();
+    this.ui.empty.hidden = false;
+    this.ui.title.textContent = "toolwire";
+    this.doc.title = "toolwire";
+    this.updateControls(null);
+    this.drawChats();
+  }
+
+  openChat(chatId) {
+    this.closeChat();
+    this.ui.empty.hidden = true;
+    const session = new ChatSession({ api: this.api, chatId, onChange: (state) => this.onState(session, state) });
+    this.session = session;
+    this.view = new ConversationView(this.ui.conversation, {
+      onDecide: (approvalId, approved, reason) => session.decide(approvalId, approved, reason).catch((e) => this.fail(e)),
+      onUndecide: (approvalId) => session.undecide(approvalId),
+      onDismiss: (id) => session.dispatch({ type: "client_dismiss", id }),
+    });
+    this.drawChats();
+    this.ui.title.textContent = this.chats.find((c) => c.id === chatId)?.title || "Chat";
+    this.ui.message.focus();
+    session.open().catch((error) => {
+      if (error instanceof ApiError && error.status === 404) {
+        session.notice("This chat does not exist, or it is not yours. Pick another chat or start a new one.");
+      } else {
+        this.fail(error);
+      }
+    });
+  }
+
+  onState(session, state) {
+    if (session !== this.session) return;
+    this.view.update(state);
+    // The last event drawn (tests wait on it; a person never sees it).
+    this.ui.conversation.dataset.cursor = state.cursor ?? "";
+    if (state.chat) {
+      const listed = this.chats.find((c) => c.id === session.chatId)?.title;
+      const title = state.chat.title || listed || "New chat";
+      this.ui.title.textContent = title;
+      this.doc.title = `${title} · toolwire`;
+    }
+    this.updateControls(state);
+  }
+
+  updateControls(state) {
+    const { ui } = this;
+    const running = state !== null && activeRun(state) !== null;
+    const waiting = state !== null && pendingApprovals(state).length > 0;
+    ui.stop.hidden = !running;
+    ui.send.hidden = running;
+    ui.send.disabled = waiting;
+    ui.composerHint.textContent = waiting ? "Approve or deny the waiting tool calls to go on."
+      : running ? "Working… Esc or Stop cancels." : "Enter sends · Shift+Enter starts a new line";
+    const connection = state?.connection ?? "idle";
+    ui.connection.textContent = connection === "reconnecting" ? "Reconnecting…" : "";
+    ui.connection.dataset.state = connection;
+  }
+
+  async send() {
+    const { ui } = this;
+    const text = ui.message.value;
+    if (text.trim() === "") return;
+    const state = this.session?.state ?? null;
+    if (state !== null && (activeRun(state) !== null || pendingApprovals(state).length > 0)) return;
+    ui.message.value = "";
+    this.fitMessageBox();
+    let session = this.session;
+    if (session === null) {
+      const chat = await this.newChat(titleFrom(text));
+      if (chat === null) {
+        ui.message.value = text;
+        return;
+      }
+      session = this.session;
+    } else if (!(session.state.chat?.title ?? "") && session.state.rows.length === 0) {
+      this.nameChat(session.chatId, titleFrom(text));
+    }
+    const refused = await session.send(text);
+    if (refused !== null && ui.message.value === "") {
+      ui.message.value = text; // nothing was sent: the text is not lost
+      this.fitMessageBox();
+    }
+    if (refused instanceof ApiError && refused.status === 401) this.fail(refused);
+  }
+
+  async nameChat(chatId, title) {
+    try {
+      const chat = await this.api.renameChat(chatId, title);
+      this.chats = this.chats.map((c) => (c.id === chatId ? chat : c));
+      this.drawChats();
+    } catch {
+      // a missing title is cosmetic: the chat works without one
+    }
+  }
+}
+
+if (typeof document !== "undefined" && document.getElementById("app")) {
+  new App(document).start();
+}

@@ -1,0 +1,63 @@
+// Read-only views of the chat state for the renderer and the page: what the conversation shows, in
+// which order, and what the person can do now (stop a run, decide waiting calls). Pure, like the reducer.
+
+import { CardStatus } from "./reducer.js";
+
+/**
+ * What the conversation shows, in order: stored rows (those not drawn by a run this page follows),
+ * the runs, then the message being sent. Each item: {key, kind: "row" | "run" | "outbox", ...}.
+ */
+export function conversationItems(state) {
+  const shownByRuns = new Set();
+  const runIds = new Set(state.runs.filter((r) => !r.partial).map((r) => r.id));
+  for (const run of state.runs) for (const id of run.rowIds) shownByRuns.add(id);
+  const seqOf = new Map(state.rows.map((r) => [r.id, r.sequence_number]));
+  const items = [];
+  for (const row of state.rows) {
+    if (shownByRuns.has(row.id) || (row.run_id !== null && runIds.has(row.run_id))) continue;
+    items.push({ key: `row:${row.id}`, kind: "row", row, order: row.sequence_number, tie: 0 });
+  }
+  state.runs.forEach((run, i) => {
+    let order = Number.POSITIVE_INFINITY;
+    for (const id of run.rowIds) {
+      const seq = seqOf.get(id);
+      if (seq !== undefined && seq < order) order = seq;
+    }
+    items.push({ key: `run:${run.id}`, kind: "run", run, order, tie: i });
+  });
+  items.sort((a, b) => (a.order === b.order ? a.tie - b.tie : a.order < b.order ? -1 : 1));
+  if (state.outbox !== null) items.push({ key: `outbox:${state.outbox.client_message_id}`, kind: "outbox", outbox: state.outbox });
+  return items;
+}
+
+/** The run that is streaming now (the stop button cancels it), or null. */
+export function activeRun(state) {
+  for (let i = state.runs.length - 1; i >= 0; i -= 1) if (state.runs[i].status === "running") return state.runs[i];
+  return null;
+}
+
+/** The cards of the latest paused run that wait for a decision. */
+export function pendingApprovals(state) {
+  for (let i = state.runs.length - 1; i >= 0; i -= 1) {
+    const run = state.runs[i];
+    if (run.status === "running") return [];
+    if (run.status !== "paused") continue;
+    const cards = [];
+    for (const step of run.steps) {
+      for (const card of Object.values(step.cards)) if (card.status === CardStatus.APPROVAL) cards.push(card);
+    }
+    return cards;
+  }
+  return [];
+}
+
+/** Every card of a step, in call order. */
+export function cardsOf(step) {
+  const block = step.blocks.find((b) => b.kind === "tools");
+  return block === undefined ? [] : block.ids.map((id) => step.cards[id]);
+}
+
+/** The largest sequence number of the stored rows (for `GET /messages?after=`), or null. */
+export function lastSequence(state) {
+  return state.rows.length === 0 ? null : state.rows[state.rows.length - 1].sequence_number;
+}

@@ -1,0 +1,264 @@
+// One open chat: loads its history, follows its runs, and reconnects where it left off.
+//
+// Opening a chat (a page load, a reload, switching chats):
+//   GET chat (title, an active run, a paused round) → GET messages (the stored rows) → when a run is
+//   active, GET stream with no cursor, which replays that run from its first event. The reducer draws
+//   the replayed run in place of its stored rows, so nothing shows twice and nothing is missing.
+// Losing the connection mid-stream: GET stream with `Last-Event-ID` = the last cursor applied, again and
+// again with growing pauses (sooner when the browser says it is back online). 204 means the run ended
+// meanwhile: the rows it stored are fetched. 410 means the cursor is too old: the chat is loaded anew.
+// Sending a message or a decision: the POST's own response is the stream; a POST that got no answer
+// is sent again with the same client_message_id, which the server treats as the same message.
+
+import { ApiError, readEvents } from "./api.js";
+import { emptyChat, reduce } from "./reducer.js";
+import { activeRun, lastSequence, pendingApprovals } from "./selectors.js";
+
+const RETRY_DELAYS_MS = [250, 1000, 2000, 4000, 8000, 15000];
+
+export class ChatSession {
+  /**
+   * @param {{api: import("./api.js").Api, chatId: string, onChange: (state: object) => void,
+   *          now?: () => number, retryDelays?: number[]}} options
+   */
+  constructor({ api, chatId, onChange, now = () => performance.now(), retryDelays = RETRY_DELAYS_MS }) {
+    this.api = api;
+    this.chatId = chatId;
+    this.onChange = onChange;
+    this.now = now;
+    this.retryDelays = retryDelays;
+    this.state = emptyChat(chatId);
+    this.abort = new AbortController();
+    this.following = null; // the promise of the stream being followed
+    this.wake = null; // resolves a pending reconnect pause early
+    this.onOnline = () => this.wake?.();
+    globalThis.addEventListener?.("online", this.onOnline);
+  }
+
+  get closed() {
+    return this.abort.signal.aborted;
+  }
+
+  /** Stop following and forget the chat (switching chats, deleting it). */
+  close() {
+    this.abort.abort();
+    this.wake?.();
+    globalThis.removeEventListener?.("online", this.onOnline);
+  }
+
+  dispatch(event, cursor = null) {
+    if (this.closed) return;
+    const next = reduce(this.state, event, { id: cursor, at: this.now() });
+    if (next === this.state) return;
+    this.state = next;
+    this.onChange(next);
+  }
+
+  notice(message, level = "error") {
+    this.dispatch({ type: "client_notice", level, message });
+  }
+
+  /** Load the chat and follow its active run, if any. Throws the ApiError of a chat that cannot be opened. */
+  async open() {
+    const asked = this.now();
+    const chat = await this.api.getChat(this.chatId);
+    if (this.closed) return;
+    this.dispatch({ type: "client_chat", chat, requested_at: asked });
+    const rows = await this.api.messages(this.chatId, null, this.abort.signal);
+    this.dispatch({ type: "client_history", messages: rows });
+    if (chat.active_run) await this.follow(() => this.api.stream(this.chatId, null, this.abort.signal));
+  }
+
+  /** Fetch what was stored since the last row this page has, and the chat's current state. */
+  async catchUp() {
+    try {
+      const rows = await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal);
+      this.dispatch({ type: "client_history", messages: rows });
+      const asked = this.now();
+      const chat = await this.api.getChat(this.chatId);
+      this.dispatch({ type: "client_chat", chat, requested_at: asked });
+    } catch (error) {
+      if (!this.closed) this.notice(describe(error));
+    }
+  }
+
+  /**
+   * Send a message. Resolves to null once the run was followed to its end (or handed to reconnection),
+   * or to the ApiError that refused it (nothing was started: the caller gives the text back).
+   */
+  async send(text) {
+    const clientMessageId = newId();
+    this.dispatch({ type: "client_send", client_message_id: clientMessageId, text });
+    const body = { client_message_id: clientMessageId, text, on_disconnect: "continue" };
+    const refused = await this.follow(() => this.api.sendMessage(this.chatId, body, this.abort.signal), { retryOpen: true });
+    if (refused !== null) this.dispatch({ type: "client_send_failed", message: describe(refused) });
+    return refused;
+  }
+
+  /** Record one decision; once every waiting call of the paused run is decided, send them all. */
+  async decide(approvalId, approved, reason = null) {
+    this.dispatch({ type: "client_decide", approval_id: approvalId, approved, reason });
+    const waiting = pendingApprovals(this.state);
+    if (waiting.some((card) => card.decision === null)) return null;
+    const decisions = waiting.map((card) => {
+      const decision = { approval_id: card.approvalId, approved: card.decision.approved };
+      if (!card.decision.approved && card.decision.reason) decision.reason = card.decision.reason;
+      return decision;
+    });
+    this.dispatch({ type: "client_decisions_sent", approval_ids: decisions.map((d) => d.approval_id) });
+    const refused = await this.follow(() => this.api.decide(this.chatId, decisions, this.abort.signal));
+    if (refused !== null) {
+      this.notice(describe(refused));
+      for (const card of waiting) this.dispatch({ type: "client_decide", approval_id: card.approvalId, approved: null });
+      await this.catchUp();
+    }
+    return refused;
+  }
+
+  /** Take back a decision not sent yet. */
+  undecide(approvalId) {
+    this.dispatch({ type: "client_decide", approval_id: approvalId, approved: null });
+  }
+
+  /** Ask the server to stop the active run; the stream then ends with run_finished{cancelled}. */
+  async stop() {
+    const run = activeRun(this.state);
+    if (run === null) return;
+    try {
+      await this.api.cancel(this.chatId, run.id);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 409) return; // it had just finished
+      this.notice(describe(error));
+    }
+  }
+
+  /**
+   * Follow a stream opened by `open()`, reconnecting by cursor until the run finishes. Resolves to null,
+   * or to the ApiError with which the first `open()` was refused.
+   */
+  async follow(open, { retryOpen = false } = {}) {
+    while (this.following !== null) await this.following.catch(() => {});
+    let done;
+    this.following = new Promise((resolve) => {
+      done = resolve;
+    });
+    try {
+      return await this.followLoop(open, retryOpen);
+    } finally {
+      this.following = null;
+      done();
+    }
+  }
+
+  async followLoop(open, retryOpen) {
+    let opener = open;
+    let received = false; // whether this follow saw any event yet
+    let attempt = 0;
+    for (;;) {
+      if (this.closed) return null;
+      let response;
+      try {
+        response = await opener();
+      } catch (error) {
+        if (this.closed) return null;
+        if (!(error instanceof ApiError)) throw error;
+        if (error.status === 410) {
+          // The cursor is older than what the server keeps: start again from the stored history.
+          const chat = await this.reload();
+          if (chat === null || !chat.active_run) return null;
+          opener = () => this.api.stream(this.chatId, null, this.abort.signal);
+          received = true;
+          continue;
+        }
+        if (!error.transient) {
+          if (!received && opener === open) return error;
+          this.notice(describe(error));
+          this.dispatch({ type: "client_connection", status: "idle" });
+          return null;
+        }
+        if (!received && !retryOpen && opener === open) {
+          // Decisions are not sent twice blindly: the stream of the chat tells whether they arrived.
+          opener = () => this.api.stream(this.chatId, this.state.cursor, this.abort.signal);
+        }
+        attempt = await this.pause(attempt, error.retryAfter);
+        continue;
+      }
+      if (response === null) {
+        // 204: nothing (more) to follow. Whatever finished meanwhile is in the stored rows.
+        this.dispatch({ type: "client_connection", status: "idle" });
+        await this.catchUp();
+        return null;
+      }
+      this.dispatch({ type: "client_connection", status: "live" });
+      let finished = false;
+      try {
+        finished = await readEvents(response, (event, cursor) => {
+          received = true;
+          attempt = 0;
+          this.dispatch(event, cursor);
+          return event.type === "run_finished";
+        });
+      } catch {
+        if (this.closed) return null;
+      }
+      if (finished) {
+        this.dispatch({ type: "client_connection", status: "idle" });
+        if (this.state.runs.at(-1)?.status === "paused") await this.catchUp();
+        return null;
+      }
+      // The body ended before run_finished: the connection dropped. Carry on from the last cursor.
+      opener = () => this.api.stream(this.chatId, this.state.cursor, this.abort.signal);
+      attempt = await this.pause(attempt, null);
+    }
+  }
+
+  async pause(attempt, retryAfter) {
+    this.dispatch({ type: "client_connection", status: "reconnecting" });
+    const planned = this.retryDelays[Math.min(attempt, this.retryDelays.length - 1)];
+    const delay = retryAfter === null ? planned : Math.max(planned, retryAfter * 1000);
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, delay);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wake = null;
+    return attempt + 1;
+  }
+
+  /** Forget everything but the notices and load the chat again; resolves to the chat, or null. */
+  async reload() {
+    this.state = { ...emptyChat(this.chatId), notices: this.state.notices, noticeCount: this.state.noticeCount };
+    this.onChange(this.state);
+    try {
+      const asked = this.now();
+      const chat = await this.api.getChat(this.chatId);
+      this.dispatch({ type: "client_chat", chat, requested_at: asked });
+      this.dispatch({ type: "client_history", messages: await this.api.messages(this.chatId, null, this.abort.signal) });
+      return chat;
+    } catch (error) {
+      if (!this.closed) this.notice(describe(error));
+      return null;
+    }
+  }
+}
+
+/** A sentence for the person from any failure. */
+export function describe(error) {
+  if (error instanceof ApiError) return error.message;
+  return `Something went wrong in the page: ${error?.message ?? error}. Reload the page to continue.`;
+}
+
+function newId() {
+  if (globalThis.crypto?.randomUUID) {
+    try {
+      return globalThis.crypto.randomUUID(); // secure contexts only (https, localhost)
+    } catch {
+      // fall through
+    }
+  }
+  const bytes = new Uint8Array(16);
+  globalThis.crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}

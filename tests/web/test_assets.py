@@ -1,0 +1,38 @@
+"""The page's files: every module it imports is a servable asset, and none can turn text into markup."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from toolwire.web import ASSET_TYPES, INDEX_HTML, WEB_DIR, static_file
+
+MODULES = sorted(WEB_DIR.glob("*.js"))
+
+
+def test_everything_the_page_loads_is_served() -> None:
+    page = INDEX_HTML.read_text()
+    loaded = re.findall(r'(?:src|href)="static/([^"]+)"', page)
+    assert sorted(loaded) == ["app.js", "style.css"]
+    imported = {name for module in MODULES for name in re.findall(r'from "\./([^"]+)"', module.read_text())}
+    assert imported == {"api.js", "markdown.js", "reducer.js", "render.js", "selectors.js", "session.js", "sse.js"}
+    for name in [*loaded, *imported]:
+        asset = static_file(name)
+        assert asset is not None, name
+        assert asset.suffix in ASSET_TYPES
+
+
+@pytest.mark.parametrize("name", ["", "../../pyproject.toml", "__init__.py", "package.json", "/etc/passwd",
+                                  "..\\index.html", "missing.js", "index.html\0.js", "."])
+def test_static_file_refuses_what_is_not_a_page_asset(name: str) -> None:
+    assert static_file(name) is None
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: p.name)
+def test_no_module_turns_strings_into_markup_or_code(module: Path) -> None:
+    source = module.read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function",
+                 "setAttribute(\"on", "srcdoc", ".src =", "createContextualFragment", "DOMParser"):
+        assert sink not in source, f"{module} uses {sink}"
