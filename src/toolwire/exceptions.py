@@ -16,7 +16,10 @@
     │       ├── ProviderStreamError the provider reported an error inside the stream
     │       └── StreamInterruptedError the connection dropped or the body was malformed mid-stream
     ├── MaxStepsExceeded            the agent loop hit `max_steps`; carries the history so far
+    ├── UsageLimitExceeded          a run reached one of its `UsageLimits`; carries the history so far
+    ├── InstructionError            a dynamic instruction (a function of `system=`) raised; carries the history
     ├── OutputValidationError       typed output still invalid after `output_retries`; carries the history
+    ├── OutputRejected              raise in an output validator to send the answer back with a message
     └── ToolError                   raise inside a tool to send a clean error message to the model
 
 Provider and transport errors are converted at the wire edge (`raise ... from exc`), so callers only
@@ -33,7 +36,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ChatMemoryError",
     "ConversationBusyError",
+    "InstructionError",
     "MaxStepsExceeded",
+    "OutputRejected",
     "OutputValidationError",
     "ProviderConnectionError",
     "ProviderError",
@@ -48,6 +53,7 @@ __all__ = [
     "StreamInterruptedError",
     "ToolError",
     "ToolwireError",
+    "UsageLimitExceeded",
     "UserError",
 ]
 
@@ -140,6 +146,47 @@ class OutputValidationError(ToolwireError):
         super().__init__(message)
         self.errors = errors
         self.messages = messages
+
+
+class UsageLimitExceeded(ToolwireError):
+    """A run reached one of its usage limits (`UsageLimits`) and stopped before exceeding it.
+
+    Attributes:
+        limit: Which limit: `"requests"`, `"tool_calls"`, `"input_tokens"`, `"output_tokens"` or `"total_tokens"`.
+        value: The limit's value.
+        messages: The run's new messages so far; the history they form is valid (every call answered).
+    """
+
+    def __init__(self, message: str, *, limit: str, value: int, messages: list[Message]) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+        self.messages = messages
+
+
+class InstructionError(ToolwireError):
+    """A dynamic instruction (a function given as `system=`) raised; the run stopped before its request.
+
+    The original exception is `__cause__`. Attributes:
+        instruction: The function's qualified name.
+        messages: The run's new messages so far; the history they form is valid (every call answered).
+    """
+
+    def __init__(self, message: str, *, instruction: str, messages: list[Message]) -> None:
+        super().__init__(message)
+        self.instruction = instruction
+        self.messages = messages
+
+
+class OutputRejected(ToolwireError):
+    """Raise in an output validator to refuse an answer: `message` goes back to the model, which answers again.
+
+    Rejections count against the agent's `output_retries`, like answers that do not validate.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class ToolError(ToolwireError):
