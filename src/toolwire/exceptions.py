@@ -8,6 +8,7 @@
     │       └── RunStateStaleError      its conversation moved on while the run was paused
     ├── ConversationBusyError       another run of this process is using the same memory conversation
     ├── ChatMemoryError             the chat memory did not take a finished round in time
+    ├── MCPServerError              an MCP server could not be started or connected to
     ├── ProviderError               anything the provider side did wrong
     │   ├── ProviderHTTPError       an HTTP error status before streaming began (status, body, message)
     │   ├── ProviderConnectionError could not connect, or the connection failed before the first byte
@@ -37,6 +38,7 @@ __all__ = [
     "ChatMemoryError",
     "ConversationBusyError",
     "InstructionError",
+    "MCPServerError",
     "MaxStepsExceeded",
     "OutputRejected",
     "OutputValidationError",
@@ -241,3 +243,15 @@ class ConversationBusyError(ToolwireError):
 
 class ChatMemoryError(ToolwireError):
     """The chat memory did not finish storing a round in time; the round may be missing from it."""
+
+
+class MCPServerError(ToolwireError):
+    """An MCP server could not be started, connected to, or listed (`toolwire.mcp`).
+
+    Attributes:
+        server: The server's name.
+    """
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
