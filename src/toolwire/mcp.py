@@ -81,7 +81,7 @@ class MCPServer(Toolset):
 
     Args:
         target: `StdioServerParameters` or a Streamable HTTP URL.
-        name: Names the server in errors, logs and traces (default: the command or the host).
+        name: Names the server in errors, logs and traces (default: the command line, or host:port).
         timeout: Seconds one call may take (default: the agent's `tool_timeout`).
         connect_timeout: Seconds to start the server, agree on a protocol version and list its tools.
         requires_approval: Approval for every tool of the server: `True`, or a rule as for `@tool`.
@@ -198,10 +198,13 @@ class MCPServer(Toolset):
         tg, self._tg = self._tg, None
         self._opened = 0
         self._stop.set()
-        if tg is not None:
-            with anyio.CancelScope(shield=True):
+        try:
+            if tg is not None:
+                # The connection task ends on its own once told to stop (the `mcp` client shields its own
+                # shutdown, so a stdio server is stopped even when this task is being cancelled).
                 await tg.__aexit__(None, None, None)
-        self._client = None
+        finally:
+            self._client = None
         logger.info("Closed the connection to MCP server %r.", self.name)
 
     def run_scope(self) -> AbstractAsyncContextManager[Any]:
@@ -344,7 +347,9 @@ class MCPServer(Toolset):
                 result = await client.call_tool(name, arguments)
             except MCPError as exc:
                 if exc.code == _CONNECTION_CLOSED:
-                    result = None
+                    # The server is gone (a stdio server that exited): every later call is answered at once.
+                    self._lost = self._lost or "its connection closed"
+                    self._dead.set()
                 else:
                     raise ToolError(f"The MCP server {self.name!r} refused the call to {name!r}: "
                                     f"{exc.message}") from exc
@@ -420,9 +425,8 @@ def _describe(exc: BaseException) -> str:
 def _default_name(target: StdioServerParameters | str) -> str:
     if isinstance(target, str):
         return urlsplit(target).netloc or target
-    parts = [target.command, *target.args]
-    script = next((p for p in reversed(parts) if not p.startswith("-")), target.command)
-    return os.path.basename(script) or target.command
+    line = shlex.join([target.command, *target.args])
+    return line if len(line) <= 80 else line[:79] + "…"
 
 
 def _version() -> str:

@@ -174,8 +174,8 @@ async def resolve_tools(
         for t in items:
             other = seen.get(t.name)
             if other is not None:
-                hint = ("rename one of them" if other == source
-                        else "give one toolset a prefix (toolset.prefixed('name')) or filter it")
+                hint = ("give one toolset a prefix (toolset.prefixed('name')) or filter it"
+                        if source.startswith("toolset") else "rename one of them")
                 raise UserError(f"Two tools are named {t.name!r}: one from {other}, one from {source}; {hint}.")
             seen[t.name] = source
             tools.append(t)
