@@ -75,9 +75,10 @@ class RunContext(Generic[DepsT]):
             Typed by the parameter's annotation: `RunContext[MyDeps]` makes `ctx.deps` a `MyDeps`.
         step: The 0-based index of the model request (the one that produced the call, for a tool).
         messages: The conversation sent with that request (history and the run's earlier messages).
-        usage: Tokens used by the run's requests so far.
-        requests: Model requests the run has made so far.
-        tool_calls: Tool calls the run has started so far.
+        usage: Tokens used by the run's requests before this step (the step's own response is still
+            streaming while its tools run).
+        requests: Model requests the run has made so far (inside a tool: including the one that called it).
+        tool_calls: Tool calls the run has started so far (inside a tool: including this one).
         conversation_id: The chat memory conversation of the run (`None` without a memory).
         tool_call: The call being answered inside a tool (and an approval rule); `None` elsewhere.
         metadata: Free-form data a tool may fill in; it is copied into the call's `ToolResultEvent`.

@@ -342,6 +342,7 @@ class RoundPlayer:
             result = invalid_call_result(call)
         else:
             context = round_.context.for_call(call)
+            context.requests = self._requests
             try:
                 admitted = await self._admit(round_, call, context)
             except Exception as exc:
@@ -354,6 +355,7 @@ class RoundPlayer:
             if isinstance(admitted, ToolResultPart):
                 result = admitted
             else:
+                context.tool_calls = self._tool_calls
                 async with round_.limiter:
                     round_.started = True
                     self._emit(ToolStartedEvent(call=call))
