@@ -15,7 +15,8 @@ Spans (names and attributes as the GenAI conventions define them):
   too), `error.type`.
 - `execute_tool {name}` (INTERNAL) per tool run, a child of the run (never of the `chat` span its call
   streamed in): `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `gen_ai.tool.description`,
-  `error.type` (the exception's class, or `timeout` / `tool_error`) when the tool failed. The tool's own
+  `error.type` when the tool failed: the exception's class, `tool_error` for a `ToolError` (a failure the
+  tool reported, MCP error results included) or `timeout`. The tool's own
   code runs with this span current, so spans it makes nest under it.
 
 Content (`gen_ai.system_instructions`, `gen_ai.input.messages`, `gen_ai.output.messages`,
@@ -39,7 +40,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .exceptions import ProviderHTTPError, StreamError, UserError
+from .exceptions import ProviderHTTPError, StreamError, ToolError, UserError
 from .messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 if TYPE_CHECKING:
@@ -312,7 +313,9 @@ class ToolSpan:
             self._span.set_attribute("gen_ai.tool.call.result", value if isinstance(value, str) else _json(value))
         if not result.is_error:
             return
-        if exception is not None:
+        if isinstance(exception, ToolError):
+            self.failed("tool_error")  # the tool reported the failure itself: no traceback to keep
+        elif exception is not None:
             self._span.record_exception(exception)
             self.failed(_qualified(exception))
         else:

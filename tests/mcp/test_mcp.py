@@ -251,3 +251,39 @@ def test_servers_from_command_line_specs() -> None:
     with pytest.raises(UserError, match="must start with http"):
         servers_from_specs([], ["localhost:8000/mcp"])
 
+
+
+async def test_concurrent_runs_share_one_open_connection() -> None:
+    outputs: list[str] = []
+    async with stdio_server() as server:
+        agents = [Agent(ScriptedModel([ToolCall("slow", {"seconds": 0.3})], [f"Run {i}."]), toolsets=[server])
+                  for i in range(3)]
+
+        async def run(agent: Agent) -> None:
+            result = await agent.run("Go.")
+            assert results_of(result.messages)[0].result == {"result": "slept 0.3"}
+            outputs.append(result.output)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for agent in agents:
+                    tg.start_soon(run, agent)
+    assert sorted(outputs) == ["Run 0.", "Run 1.", "Run 2."]
+
+
+async def test_mcp_tools_are_traced_as_extensions() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from toolwire.telemetry import Instrumentation
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedModel([ToolCall("fail", {"reason": "x"})], ["Ok."])
+    async with stdio_server() as server:
+        await Agent(model, toolsets=[server], instrument=Instrumentation(tracer_provider=provider)).run("Go.")
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool fail"]
+    assert (span.attributes or {})["gen_ai.tool.type"] == "extension"
+    assert (span.attributes or {})["error.type"] == "tool_error"

@@ -241,6 +241,7 @@ class Agent(Generic[OutputT, DepsT]):
         self.instrument = instrument
         self._outputs: dict[tuple[Any, str, int], OutputSpec] = {}
         self._open: AsyncExitStack | None = None
+        self._entries = 0
         self._configure()
 
     def _configure(self) -> RunConfig:
@@ -457,25 +458,31 @@ class Agent(Generic[OutputT, DepsT]):
             await self.model.aclose()
 
     async def __aenter__(self) -> Agent[OutputT, DepsT]:
-        """Open the agent's toolsets (MCP connections) for every run inside the block; closed at its end.
+        """Open the agent's toolsets (MCP connections) for every run inside the block.
 
-        Enter and leave it in the same task (toolsets that run processes or connections require it).
+        Nested or concurrent blocks share one opening; the last to leave closes the toolsets and the HTTP
+        client of a model made from a string. Toolsets that hold processes or connections must be closed
+        by the task that opened them, so open the agent once around the runs that share it (a server's
+        lifespan, a script's main).
         """
-        if self._open is not None:
-            raise UserError("This agent is already open (async with agent: ...); open it once and run inside.")
-        stack = AsyncExitStack()
-        try:
-            for toolset in list(self.toolsets):
-                await stack.enter_async_context(toolset)
-        except BaseException:
-            await stack.aclose()
-            raise
-        self._open = stack
+        if self._open is None:
+            stack = AsyncExitStack()
+            try:
+                for toolset in list(self.toolsets):
+                    await stack.enter_async_context(toolset)
+            except BaseException:
+                await stack.aclose()
+                raise
+            self._open, self._entries = stack, 0
+        self._entries += 1
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._entries -= 1
+        if self._entries > 0:
+            return
         stack, self._open = self._open, None
         try:
             if stack is not None:
