@@ -167,6 +167,7 @@ class MCPServer(Toolset):
             self._opened += 1  # nested opening in the same task: one connection, closed by the outermost
             return self
         self._stop, self._dead, self._lost, self._stale = anyio.Event(), anyio.Event(), None, False
+        self._refresh = anyio.Lock()
         tg = anyio.create_task_group()
         await tg.__aenter__()
         try:
