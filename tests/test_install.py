@@ -41,6 +41,21 @@ def test_item13_wheel_installs_lean_and_runs_the_demo(tmp_path: Path) -> None:
         from toolwire.testing import ScriptedModel
         assert importlib.util.find_spec("rich") is None and importlib.util.find_spec("uvicorn") is None
         assert toolwire.__file__.find("site-packages") > 0
+        # The mcp and otel extras are optional: without them, a clear line says which to install.
+        assert importlib.util.find_spec("mcp") is None and importlib.util.find_spec("opentelemetry") is None
+        try:
+            import toolwire.mcp
+        except ImportError as exc:
+            assert "pip install 'toolwire[mcp]'" in str(exc)
+        else:
+            raise AssertionError("toolwire.mcp imported without the mcp extra")
+        from toolwire import UserError, telemetry
+        try:
+            telemetry.instrument()
+        except UserError as exc:
+            assert "pip install 'toolwire[otel]'" in str(exc)
+        else:
+            raise AssertionError("instrument() worked without the otel extra")
         print(asyncio.run(Agent(ScriptedModel(["installed"])).run("hi")).output)
     """)
     assert run(python, "-c", check, cwd=tmp_path).stdout == "installed\n"

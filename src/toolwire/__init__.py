@@ -12,6 +12,7 @@ from .agent import (
     RunState as RunState,
     RunStream as RunStream,
     StepResult as StepResult,
+    UsageLimits as UsageLimits,
 )
 from .events import (
     ErrorEvent as ErrorEvent,
@@ -32,7 +33,10 @@ from .events import (
 from .exceptions import (
     ChatMemoryError as ChatMemoryError,
     ConversationBusyError as ConversationBusyError,
+    InstructionError as InstructionError,
     MaxStepsExceeded as MaxStepsExceeded,
+    MCPServerError as MCPServerError,
+    OutputRejected as OutputRejected,
     ProviderConnectionError as ProviderConnectionError,
     ProviderError as ProviderError,
     ProviderHTTPError as ProviderHTTPError,
@@ -46,6 +50,7 @@ from .exceptions import (
     StreamInterruptedError as StreamInterruptedError,
     ToolError as ToolError,
     ToolwireError as ToolwireError,
+    UsageLimitExceeded as UsageLimitExceeded,
     UserError as UserError,
 )
 from .memory import (
@@ -70,6 +75,7 @@ from .messages import (
 from .models import HTTPModel as HTTPModel, Model as Model, ModelResponse as ModelResponse, get_model as get_model
 from .settings import ModelSettings as ModelSettings
 from .tools import RunContext as RunContext, Tool as Tool, ToolDefinition as ToolDefinition, tool as tool
+from .toolsets import FunctionToolset as FunctionToolset, Toolset as Toolset
 
 __version__ = "0.1.0"
 
@@ -88,16 +94,20 @@ __all__ = [
     "Event",
     "FilePart",
     "FinishEvent",
+    "FunctionToolset",
     "HTTPModel",
     "InMemoryChatMemory",
     "InMemoryResumeClaims",
+    "InstructionError",
     "InvalidToolCallPart",
+    "MCPServerError",
     "MaxStepsExceeded",
     "Message",
     "MessageEndEvent",
     "Model",
     "ModelResponse",
     "ModelSettings",
+    "OutputRejected",
     "OutputValidationError",
     "Part",
     "ProviderConnectionError",
@@ -134,9 +144,12 @@ __all__ = [
     "ToolResultEvent",
     "ToolResultPart",
     "ToolStartedEvent",
+    "Toolset",
     "ToolwireError",
     "Usage",
     "UsageEvent",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "UserError",
     "dump_messages",
     "get_model",

@@ -8,6 +8,7 @@ events, and a replay would duplicate them.
 from __future__ import annotations
 
 import email.utils
+import logging
 import random
 import time
 from typing import Any
@@ -19,6 +20,8 @@ import orjson
 from .exceptions import ProviderConnectionError, ProviderHTTPError, ProviderTimeoutError
 
 __all__ = ["RetryPolicy", "error_message_from_body", "open_stream"]
+
+logger = logging.getLogger("toolwire")
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 
@@ -105,7 +108,7 @@ async def open_stream(
             response = await client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             if attempt < retry.max_retries:
-                await anyio.sleep(retry.delay(attempt))
+                await _backoff(retry, attempt, provider, f"a timeout ({type(exc).__name__})")
                 attempt += 1
                 continue
             raise ProviderTimeoutError(
@@ -115,7 +118,7 @@ async def open_stream(
             ) from exc
         except httpx.TransportError as exc:
             if attempt < retry.max_retries:
-                await anyio.sleep(retry.delay(attempt))
+                await _backoff(retry, attempt, provider, f"a connection error ({type(exc).__name__}: {exc})")
                 attempt += 1
                 continue
             raise ProviderConnectionError(
@@ -132,7 +135,7 @@ async def open_stream(
         finally:
             await response.aclose()
         if response.status_code in _RETRY_STATUS and attempt < retry.max_retries:
-            await anyio.sleep(retry.delay(attempt, response))
+            await _backoff(retry, attempt, provider, f"HTTP {response.status_code}", response)
             attempt += 1
             continue
         detail = error_message_from_body(error_body)
@@ -142,3 +145,12 @@ async def open_stream(
             status_code=response.status_code,
             body=error_body.decode("utf-8", "replace"),
         )
+
+
+async def _backoff(
+    retry: RetryPolicy, attempt: int, provider: str, reason: str, response: httpx.Response | None = None
+) -> None:
+    delay = retry.delay(attempt, response)
+    logger.info("Retrying the request to %s in %.1f s after %s (retry %d of %d).", provider, delay, reason,
+                attempt + 1, retry.max_retries)
+    await anyio.sleep(delay)

@@ -8,6 +8,7 @@
     │       └── RunStateStaleError      its conversation moved on while the run was paused
     ├── ConversationBusyError       another run of this process is using the same memory conversation
     ├── ChatMemoryError             the chat memory did not take a finished round in time
+    ├── MCPServerError              an MCP server could not be started or connected to
     ├── ProviderError               anything the provider side did wrong
     │   ├── ProviderHTTPError       an HTTP error status before streaming began (status, body, message)
     │   ├── ProviderConnectionError could not connect, or the connection failed before the first byte
@@ -16,7 +17,10 @@
     │       ├── ProviderStreamError the provider reported an error inside the stream
     │       └── StreamInterruptedError the connection dropped or the body was malformed mid-stream
     ├── MaxStepsExceeded            the agent loop hit `max_steps`; carries the history so far
+    ├── UsageLimitExceeded          a run reached one of its `UsageLimits`; carries the history so far
+    ├── InstructionError            a dynamic instruction (a function of `system=`) raised; carries the history
     ├── OutputValidationError       typed output still invalid after `output_retries`; carries the history
+    ├── OutputRejected              raise in an output validator to send the answer back with a message
     └── ToolError                   raise inside a tool to send a clean error message to the model
 
 Provider and transport errors are converted at the wire edge (`raise ... from exc`), so callers only
@@ -33,7 +37,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ChatMemoryError",
     "ConversationBusyError",
+    "InstructionError",
+    "MCPServerError",
     "MaxStepsExceeded",
+    "OutputRejected",
     "OutputValidationError",
     "ProviderConnectionError",
     "ProviderError",
@@ -48,6 +55,7 @@ __all__ = [
     "StreamInterruptedError",
     "ToolError",
     "ToolwireError",
+    "UsageLimitExceeded",
     "UserError",
 ]
 
@@ -142,6 +150,47 @@ class OutputValidationError(ToolwireError):
         self.messages = messages
 
 
+class UsageLimitExceeded(ToolwireError):
+    """A run reached one of its usage limits (`UsageLimits`) and stopped before exceeding it.
+
+    Attributes:
+        limit: Which limit: `"requests"`, `"tool_calls"`, `"input_tokens"`, `"output_tokens"` or `"total_tokens"`.
+        value: The limit's value.
+        messages: The run's new messages so far; the history they form is valid (every call answered).
+    """
+
+    def __init__(self, message: str, *, limit: str, value: int, messages: list[Message]) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+        self.messages = messages
+
+
+class InstructionError(ToolwireError):
+    """A dynamic instruction (a function given as `system=`) raised; the run stopped before its request.
+
+    The original exception is `__cause__`. Attributes:
+        instruction: The function's qualified name.
+        messages: The run's new messages so far; the history they form is valid (every call answered).
+    """
+
+    def __init__(self, message: str, *, instruction: str, messages: list[Message]) -> None:
+        super().__init__(message)
+        self.instruction = instruction
+        self.messages = messages
+
+
+class OutputRejected(ToolwireError):
+    """Raise in an output validator to refuse an answer: `message` goes back to the model, which answers again.
+
+    Rejections count against the agent's `output_retries`, like answers that do not validate.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class ToolError(ToolwireError):
     """Raise inside a tool to report a failure to the model with exactly this message (no traceback)."""
 
@@ -194,3 +243,15 @@ class ConversationBusyError(ToolwireError):
 
 class ChatMemoryError(ToolwireError):
     """The chat memory did not finish storing a round in time; the round may be missing from it."""
+
+
+class MCPServerError(ToolwireError):
+    """An MCP server could not be started, connected to, or listed (`toolwire.mcp`).
+
+    Attributes:
+        server: The server's name.
+    """
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server

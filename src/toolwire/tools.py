@@ -14,7 +14,8 @@ Google-style `Args:` section the parameter descriptions) and builds the schema w
 are validated before the function runs; invalid ones raise `ToolError` listing every problem, which the
 agent sends back to the model so it can correct the call. Sync functions run in a worker thread.
 
-A parameter annotated `RunContext` is filled in by the agent and left out of the schema.
+A parameter annotated `RunContext` (or `RunContext[MyDeps]`) is filled in by the agent and left out of the
+schema; `ctx.deps` is what the run was given as `deps=`.
 
 The wire adapters only ever see `ToolDefinition`s; `Tool.definition` produces one.
 """
@@ -28,23 +29,28 @@ import re
 import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, get_origin, get_type_hints, overload
+from typing import Any, Generic, ParamSpec, cast, get_origin, get_type_hints, overload
 
 import anyio.to_thread
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from typing_extensions import TypeVar
 
+from .events import Usage
 from .exceptions import ToolError, UserError
+from .messages import Message, ToolCallPart
 
-if TYPE_CHECKING:
-    from .messages import Message, ToolCallPart
-
-__all__ = ["ApprovalPredicate", "RunContext", "Tool", "ToolDefinition", "tool"]
+__all__ = ["ApprovalPredicate", "DepsT", "RunContext", "Tool", "ToolDefinition", "approval_needed", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-ApprovalPredicate = Callable[["ToolCallPart"], "bool | Awaitable[bool]"]
-"""Decides per call whether a person must approve it (see `Tool.requires_approval`)."""
+DepsT = TypeVar("DepsT", default=None)
+"""The type of a run's dependencies (`RunContext.deps`); `None` for agents that take none."""
+
+ApprovalPredicate = Callable[["ToolCallPart"], "bool | Awaitable[bool]"] | Callable[
+    ["RunContext[Any]", "ToolCallPart"], "bool | Awaitable[bool]"]
+"""Decides per call whether a person must approve it (see `Tool.requires_approval`): a function of the
+call, or of the run context and the call (`(ctx, call)`, to consult `ctx.deps`); sync or async."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,21 +63,69 @@ class ToolDefinition:
     strict: bool | None = None
 
 
-@dataclass(slots=True, kw_only=True)
-class RunContext:
-    """What a tool can learn about the run that called it: declare a parameter annotated `RunContext`.
+class RunContext(Generic[DepsT]):
+    """What the code an agent calls can learn about the run: tools, approval rules, dynamic instructions,
+    output validators and toolset filters all receive one.
+
+    A tool declares a parameter annotated `RunContext` (or `RunContext[MyDeps]`, which types `deps`); the
+    agent fills it in and leaves it out of the schema.
 
     Attributes:
-        call: The tool call being answered.
-        step: The 0-based index of the model request that produced the call.
+        deps: What the caller passed as `agent.run(..., deps=...)`: a database handle, the user, settings.
+            Typed by the parameter's annotation: `RunContext[MyDeps]` makes `ctx.deps` a `MyDeps`.
+        step: The 0-based index of the model request (the one that produced the call, for a tool).
         messages: The conversation sent with that request (history and the run's earlier messages).
-        metadata: Free-form data the tool may fill in; it is copied into the call's `ToolResultEvent`.
+        usage: Tokens used by the run's requests before this step (the step's own response is still
+            streaming while its tools run).
+        requests: Model requests the run has made so far (inside a tool: including the one that called it).
+        tool_calls: Tool calls the run has started so far (inside a tool: including this one).
+        conversation_id: The chat memory conversation of the run (`None` without a memory).
+        tool_call: The call being answered inside a tool (and an approval rule); `None` elsewhere.
+        metadata: Free-form data a tool may fill in; it is copied into the call's `ToolResultEvent`.
     """
 
-    call: ToolCallPart
-    step: int = 0
-    messages: Sequence[Message] = ()
-    metadata: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("conversation_id", "deps", "messages", "metadata", "requests", "step", "tool_call", "tool_calls",
+                 "usage")
+
+    def __init__(
+        self,
+        *,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the deps of an agent that takes none
+        call: ToolCallPart | None = None,
+        step: int = 0,
+        messages: Sequence[Message] = (),
+        usage: Usage | None = None,
+        requests: int = 0,
+        tool_calls: int = 0,
+        conversation_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.deps = deps
+        self.tool_call = call
+        self.step = step
+        self.messages = messages
+        self.usage = usage if usage is not None else Usage()
+        self.requests = requests
+        self.tool_calls = tool_calls
+        self.conversation_id = conversation_id
+        self.metadata: dict[str, Any] = metadata if metadata is not None else {}
+
+    @property
+    def call(self) -> ToolCallPart:
+        """The tool call being answered; only inside a tool or an approval rule (see `tool_call`)."""
+        if self.tool_call is None:
+            raise UserError("RunContext.call is the tool call being answered, so it exists only inside a tool "
+                            "(or an approval rule); elsewhere read ctx.tool_call, which is None there.")
+        return self.tool_call
+
+    def for_call(self, call: ToolCallPart) -> RunContext[DepsT]:
+        """A copy of this context for answering `call`, with metadata of its own."""
+        return RunContext(deps=self.deps, call=call, step=self.step, messages=self.messages, usage=self.usage,
+                          requests=self.requests, tool_calls=self.tool_calls, conversation_id=self.conversation_id)
+
+    def __repr__(self) -> str:
+        call = f", call={self.tool_call.name!r}" if self.tool_call is not None else ""
+        return f"RunContext(step={self.step}, deps={self.deps!r}{call})"
 
 
 _Validator = Callable[[Mapping[str, Any]], tuple[list[Any], dict[str, Any]]]
@@ -101,6 +155,9 @@ class Tool(Generic[P, R]):
     requires_approval: bool | ApprovalPredicate
     strict: bool | None
     function: Callable[P, R]
+    tool_type: str = "function"
+    """The kind of tool, for telemetry (`gen_ai.tool.type`): `"function"`, or `"extension"` for one an MCP
+    server runs."""
 
     def __init__(
         self,
@@ -249,6 +306,42 @@ def tool(
     if function is not None:
         return wrap(function)
     return wrap
+
+
+async def approval_needed(rule: bool | ApprovalPredicate | None, context: RunContext[Any]) -> bool:
+    """Whether `rule` says a person must approve `context.call`.
+
+    A rule of one parameter is asked with the call (`lambda call: call.arguments["amount"] > 100`); a rule of
+    two with the run context and the call (`(ctx, call)`), so it can consult `ctx.deps`.
+    """
+    if rule is None or rule is False:
+        return False
+    if rule is True:
+        return True
+    call = context.call
+    verdict = rule(context, call) if positional_arity(rule) >= 2 else rule(call)  # type: ignore[call-arg,arg-type]
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    return bool(verdict)
+
+
+def positional_arity(function: Callable[..., Any]) -> int:
+    """How many positional parameters `function` takes (a `*args` counts as many); 1 when unreadable.
+
+    The agent calls the functions it is given (approval rules, instructions, output validators) with or
+    without the run context depending on this.
+    """
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    count = 0
+    for p in parameters:
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            return 99
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            count += 1
+    return count
 
 
 # -- schema from a signature -------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing_extensions import TypedDict
 
 from tests.agent.support import assert_valid_history, results_of
 from toolwire import Agent, Message, OutputValidationError, UserError, get_model, tool
-from toolwire.agent import _agent
+from toolwire.agent import _stream
 from toolwire.testing import (
     AutoResponder,
     FakeProviderServer,
@@ -282,12 +282,12 @@ async def test_partials_are_fed_incrementally_and_snapshots_thin_out_on_long_ans
 ) -> None:
     fed: list[int] = []
 
-    class CountingPartialJSON(_agent.PartialJSON):
+    class CountingPartialJSON(_stream.PartialJSON):
         def feed(self, fragment: str) -> None:
             fed.append(len(fragment))
             super().feed(fragment)
 
-    monkeypatch.setattr(_agent, "PartialJSON", CountingPartialJSON)
+    monkeypatch.setattr(_stream, "PartialJSON", CountingPartialJSON)
     long_answer = orjson.dumps({"city": "Paris", "summary": "x" * 200_000, "landmarks": []}).decode()
     model = ScriptedModel([Text(long_answer, chunks=2000)])
     partials, result = await partials_of(Agent(model, output_type=Guide, output_mode="native"))

@@ -10,14 +10,24 @@
 tool call has its result, also after an error or a cancellation.
 
 Extensions: tools needing a person's approval pause a run (`RunState`, resumed with `approvals=` of
-`True` / `Denial`), a `ChatMemory` keeps the conversation between runs, and `output_type=` makes the
-output a validated object (`OutputValidationError` when the model cannot produce one).
+`True` / `Denial`), a `ChatMemory` keeps the conversation between runs, `output_type=` makes the
+output a validated object (`OutputValidationError` when the model cannot produce one) and output
+validators check it, `deps=` reaches everything the run calls (`RunContext.deps`), `system=` may be
+built per request from the run context, toolsets (MCP servers) add tools per step, and `UsageLimits`
+bound what a run spends.
 """
 
-from ._agent import Agent as Agent, RunStream as RunStream
+from ._agent import Agent as Agent, AgentOptions as AgentOptions
 from ._approval import Approval as Approval, Denial as Denial, RunState as RunState
-from ._output import OutputMode as OutputMode, OutputValidationError as OutputValidationError
+from ._instructions import Instruction as Instruction, Instructions as Instructions
+from ._limits import UsageLimits as UsageLimits
+from ._output import (
+    OutputMode as OutputMode,
+    OutputValidationError as OutputValidationError,
+    OutputValidator as OutputValidator,
+)
 from ._run import AgentRun as AgentRun
+from ._stream import RunStream as RunStream
 from ._types import (
     RunChunk as RunChunk,
     RunResult as RunResult,
@@ -28,11 +38,15 @@ from ._types import (
 
 __all__ = [
     "Agent",
+    "AgentOptions",
     "AgentRun",
     "Approval",
     "Denial",
+    "Instruction",
+    "Instructions",
     "OutputMode",
     "OutputValidationError",
+    "OutputValidator",
     "RunChunk",
     "RunResult",
     "RunState",
@@ -40,4 +54,5 @@ __all__ = [
     "RunStream",
     "StepResult",
     "ToolExecution",
+    "UsageLimits",
 ]

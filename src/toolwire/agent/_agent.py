@@ -1,7 +1,14 @@
-"""The public `Agent`: a model, tools and a system prompt, run as a loop until the model answers.
+"""The public `Agent`: a model, tools and instructions, run as a loop until the model answers.
 
-Its extensions live beside the loop: human approval with resume (`_approval`), typed output (`_output`)
-and chat memory (`toolwire.memory`); `Agent` wires them into each run's `RunConfig`.
+Its extensions live beside the loop: human approval with resume (`_approval`), typed output and output
+validators (`_output`), dynamic instructions (`_instructions`), usage limits (`_limits`), toolsets
+(`toolwire.toolsets`, MCP in `toolwire.mcp`), chat memory (`toolwire.memory`) and tracing
+(`toolwire.telemetry`); `Agent` wires them into each run's `RunConfig`.
+
+Typing: `Agent[OutputT, DepsT]`, output first, so `Agent[City]` (deps default to `None`) means what it
+meant before dependencies existed. `output_type=` takes any type form, unions included (`City | Country`
+makes `result.output` a `City | Country`); `deps_type=` only types `deps=` and `RunContext.deps`, it is
+not checked at run time.
 """
 
 from __future__ import annotations
@@ -9,38 +16,76 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Generic, get_args
+from typing import Any, Generic, TypedDict, get_args, overload
 
 import anyio
 import httpx
+from typing_extensions import TypeForm, Unpack
 
-from .._accumulate import _PREVIEW_EVERY_FRAGMENT_BELOW
-from .._partial_json import PartialJSON
-from ..events import MessageEndEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, ToolResultEvent
+from ..events import ToolResultEvent
 from ..exceptions import UserError
 from ..memory import ChatMemory, ResumeClaims
 from ..messages import Message
 from ..models import HTTPModel, Model, get_model
 from ..settings import ModelSettings
-from ..tools import ApprovalPredicate, Tool
+from ..telemetry import Instrumentation, instrumentation_for
+from ..tools import ApprovalPredicate, DepsT, Tool
+from ..toolsets import Toolset
 from ._approval import Approval, RunState
+from ._config import RunConfig
 from ._execute import Toolbox
-from ._output import FINAL_RESULT_TOOL, MISSING as _NOTHING, OutputMode, OutputSpec, is_missing
-from ._run import AgentRun, Committed, Item, RunConfig
-from ._types import OutputT, RunChunk, RunResult, ToolExecution
+from ._instructions import Instructions, normalize_instructions
+from ._limits import UsageLimits
+from ._output import FINAL_RESULT_TOOL, OutputMode, OutputSpec, OutputValidator, check_validators
+from ._run import AgentRun
+from ._stream import RunStream
+from ._types import OutputT, RunResult, ToolExecution
 
-__all__ = ["Agent", "RunStream"]
+__all__ = ["Agent", "AgentOptions", "RunStream"]
 
 Prompt = str | Message | None
 
 
-class Agent(Generic[OutputT]):
+class AgentOptions(TypedDict, total=False):
+    """The options of `Agent(...)` besides `output_type` and `deps_type` (see `Agent` for each)."""
+
+    tools: Iterable[Tool[..., Any] | Callable[..., Any]]
+    toolsets: Iterable[Toolset]
+    system: Instructions
+    name: str | None
+    max_steps: int
+    tool_timeout: float | None
+    max_parallel_tools: int
+    base_url: str | None
+    api_key: str | None
+    settings: ModelSettings | None
+    stream_tool_steps: bool
+    on_tool_result: Callable[[ToolResultEvent], Any] | None
+    tool_execution: ToolExecution
+    http_client: httpx.AsyncClient | None
+    requires_approval: ApprovalPredicate | None
+    memory: ChatMemory | None
+    own_history: bool
+    output_mode: OutputMode
+    output_retries: int
+    output_validators: Iterable[OutputValidator]
+    resume_claims: ResumeClaims | None
+    usage_limits: UsageLimits | None
+    instrument: bool | Instrumentation | None
+
+
+class Agent(Generic[OutputT, DepsT]):
     """A model with tools, run in a loop: request, run the tools the model called, repeat until it answers.
 
         agent = Agent("anthropic:claude-sonnet-4-5", tools=[get_weather], system="Be brief.")
         result = await agent.run("Weather in Boston and Paris?")
+
+    Dependencies: `agent.run(..., deps=...)` hands a value (a database handle, the user) to everything
+    the run calls through `RunContext.deps`: tools, approval rules, dynamic instructions, output
+    validators and toolset filters. `deps_type=` types it.
 
     Human approval: a tool with `requires_approval` (or a call the agent's `requires_approval` picks)
     pauses the run: `result.paused`, `result.pending` (the calls), `result.state` (store
@@ -62,7 +107,13 @@ class Agent(Generic[OutputT]):
     Args:
         model: `"provider:model"` (see `toolwire.get_model`) or a `Model` object.
         tools: `Tool`s (from `@tool` or `Tool.from_schema`) or plain functions, which are wrapped with `@tool`.
-        system: A system prompt sent before the history on every request (it is not stored in messages).
+        toolsets: `Toolset`s asked for their tools at every step (`FunctionToolset`, `toolwire.mcp.MCPServer`,
+            `.filtered(...)`, `.prefixed(...)`); `async with agent:` opens those that hold a connection.
+        system: The instructions sent as a system prompt before the history on every request (never stored
+            in messages): text, a function of the run context (sync or async) returning text, or a list of
+            both, evaluated before each request (see `_instructions`).
+        name: The agent's name, for traces (`invoke_agent {name}`) and logs.
+        deps_type: The type of `deps=` (typing only).
         max_steps: The most model requests one run may make; then `MaxStepsExceeded` is raised.
         tool_timeout: Seconds a tool may run before it is stopped (a tool's own `timeout` wins).
         max_parallel_tools: How many tools of one step may run at the same time.
@@ -85,24 +136,55 @@ class Agent(Generic[OutputT]):
             their messages to it (see `toolwire.memory`).
         own_history: `False` (needs `memory`): the agent keeps no conversation of its own; every request
             is built from `memory.load(...)`, so the memory is the single source of truth.
-        output_type: The type of the answer (a pydantic model, dataclass, TypedDict or any type pydantic
-            validates); `result.output` is then a validated object of it instead of text.
+        output_type: The type of the answer (a pydantic model, dataclass, TypedDict, a union of them or any
+            type pydantic validates); `result.output` is then a validated object of it instead of text.
         output_mode: `"auto"` (default): the provider's native structured output where the capability
             table says it has one, a `final_result` tool otherwise (also for models of unknown
             providers, such as `ScriptedModel`); `"native"` or `"tool"` to choose.
-        output_retries: How many invalid typed answers are sent back to the model with the validation
-            errors before the run fails with `OutputValidationError`.
+        output_retries: How many invalid typed answers (or answers an output validator rejected) are sent
+            back to the model before the run fails with `OutputValidationError`.
+        output_validators: Functions `fn(output)` or `fn(ctx, output)` (sync or async) run on every valid
+            answer, text or typed: each returns the output to use (or `None` to keep it), or raises
+            `OutputRejected("why")` to send the answer back to the model; see also `@agent.output_validator`.
+        usage_limits: The most one run may use (`UsageLimits`: requests, tokens, tool calls); a run's own
+            `usage_limits=` replaces it.
+        instrument: OpenTelemetry spans for this agent's runs: `None` (default) follows
+            `toolwire.telemetry.instrument()`, `True` always, `False` never, or an `Instrumentation`.
         resume_claims: Who guarantees that a paused run is resumed at most once (`ResumeClaims`). By
             default the memory, when it implements `claim_resume`, else a registry of this process
             (which cannot see resumes made by other processes).
     """
 
+    @overload
+    def __init__(
+        self: Agent[str, DepsT],
+        model: str | Model,
+        *,
+        output_type: None = None,
+        deps_type: type[DepsT] | None = None,
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
+
+    @overload
     def __init__(
         self,
         model: str | Model,
         *,
+        output_type: TypeForm[OutputT],
+        deps_type: type[DepsT] | None = None,
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
+
+    def __init__(
+        self,
+        model: str | Model,
+        *,
+        output_type: Any = None,
+        deps_type: Any = None,
         tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
-        system: str | None = None,
+        toolsets: Iterable[Toolset] = (),
+        system: Instructions = None,
+        name: str | None = None,
         max_steps: int = 20,
         tool_timeout: float | None = None,
         max_parallel_tools: int = 8,
@@ -116,10 +198,12 @@ class Agent(Generic[OutputT]):
         requires_approval: ApprovalPredicate | None = None,
         memory: ChatMemory | None = None,
         own_history: bool = True,
-        output_type: type[OutputT] | None = None,
         output_mode: OutputMode = "auto",
         output_retries: int = 1,
+        output_validators: Iterable[OutputValidator] = (),
         resume_claims: ResumeClaims | None = None,
+        usage_limits: UsageLimits | None = None,
+        instrument: bool | Instrumentation | None = None,
     ) -> None:
         if isinstance(model, str):
             _check_base_url(base_url)
@@ -134,7 +218,10 @@ class Agent(Generic[OutputT]):
         else:
             raise UserError(f"Agent needs a 'provider:model' string or a Model object; got {model!r}.")
         self.tools: list[Tool[..., Any]] = [t if isinstance(t, Tool) else Tool(t) for t in tools]
-        self.system = system
+        self.toolsets: list[Toolset] = list(toolsets)
+        self.system: Instructions = system
+        self.name = name
+        self.deps_type = deps_type
         self.max_steps = max_steps
         self.tool_timeout = tool_timeout
         self.max_parallel_tools = max_parallel_tools
@@ -148,8 +235,13 @@ class Agent(Generic[OutputT]):
         self.output_type = output_type
         self.output_mode: OutputMode = output_mode
         self.output_retries = output_retries
+        self.output_validators: list[OutputValidator] = list(output_validators)
         self.resume_claims = resume_claims
+        self.usage_limits = usage_limits
+        self.instrument = instrument
         self._outputs: dict[tuple[Any, str, int], OutputSpec] = {}
+        self._open: AsyncExitStack | None = None
+        self._entries = 0
         self._configure()
 
     def _configure(self) -> RunConfig:
@@ -183,6 +275,13 @@ class Agent(Generic[OutputT]):
         if claims is not None and not isinstance(claims, ResumeClaims):
             raise UserError(f"resume_claims must be a ResumeClaims (async claim_resume(state_id, conversation_id)); "
                             f"got {type(claims).__name__}.")
+        if self.usage_limits is not None and not isinstance(self.usage_limits, UsageLimits):
+            raise UserError(f"usage_limits must be a UsageLimits; got {type(self.usage_limits).__name__}.")
+        toolsets = list(self.toolsets)
+        for toolset in toolsets:
+            if not isinstance(toolset, Toolset):
+                raise UserError(f"toolsets must hold Toolset objects (FunctionToolset, MCPServer...); got "
+                                f"{type(toolset).__name__}.")
         tools = [t if isinstance(t, Tool) else Tool(t) for t in self.tools]
         output = self._output_spec()
         if output is not None and output.kind == "tool" and any(t.name == FINAL_RESULT_TOOL for t in tools):
@@ -191,7 +290,7 @@ class Agent(Generic[OutputT]):
         return RunConfig(
             model=self.model,
             toolbox=Toolbox(tools, default_timeout=self.tool_timeout),
-            system=self.system,
+            instructions=normalize_instructions(self.system),
             max_steps=self.max_steps,
             max_parallel_tools=self.max_parallel_tools,
             tool_execution=self.tool_execution,
@@ -202,7 +301,12 @@ class Agent(Generic[OutputT]):
             own_history=self.own_history,
             output=output,
             output_retries=self.output_retries,
+            output_validators=tuple(check_validators(self.output_validators)),
             resume_claims=claims,
+            toolsets=tuple(toolsets),
+            usage_limits=self.usage_limits,
+            telemetry=instrumentation_for(self.instrument),
+            name=self.name,
         )
 
     def _output_spec(self) -> OutputSpec | None:
@@ -218,6 +322,12 @@ class Agent(Generic[OutputT]):
     def __repr__(self) -> str:
         return f"Agent(model={self.model.name!r}, tools={[t.name for t in self.tools]!r})"
 
+    def output_validator(self, function: OutputValidator) -> OutputValidator:
+        """Decorator adding an output validator: `@agent.output_validator` over `def check(ctx, output): ...`."""
+        check_validators([function])
+        self.output_validators.append(function)
+        return function
+
     def stream(
         self,
         prompt: Prompt = None,
@@ -227,6 +337,11 @@ class Agent(Generic[OutputT]):
         conversation_id: str | None = None,
         resume: RunState | None = None,
         approvals: Mapping[str, Approval] | None = None,
+        deps: DepsT | None = None,
+        tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
+        toolsets: Iterable[Toolset] = (),
+        usage_limits: UsageLimits | None = None,
+        trace_context: Any = None,
     ) -> AgentRun[OutputT]:
         """Start a run and observe every event: `async with agent.stream("...") as run: async for e in run:`.
 
@@ -239,10 +354,19 @@ class Agent(Generic[OutputT]):
             resume: The `state` of a paused result, to go on from (no prompt, no history).
             approvals: With `resume`: a decision for every pending call id, `True` to run it, `False` or
                 `Denial("message for the model")` to answer it with an error instead.
+            deps: Handed to tools, approval rules, instructions, output validators and toolset filters as
+                `RunContext.deps`.
+            tools: Tools for this run only, offered next to the agent's.
+            toolsets: Toolsets for this run only, next to the agent's; one that is not open is opened for
+                the run and closed when it ends.
+            usage_limits: This run's limits, instead of the agent's.
+            trace_context: An OpenTelemetry context to parent the run's span (default: the current one).
         """
         config = self._configure()
         return AgentRun(config, history=history, prompt=_prompt_message(prompt), settings=settings,
-                        conversation_id=conversation_id, resume=resume, approvals=approvals)
+                        conversation_id=conversation_id, resume=resume, approvals=approvals, deps=deps,
+                        tools=[t if isinstance(t, Tool) else Tool(t) for t in tools], toolsets=list(toolsets),
+                        usage_limits=usage_limits, trace_context=trace_context)
 
     def run_stream(
         self,
@@ -253,6 +377,11 @@ class Agent(Generic[OutputT]):
         conversation_id: str | None = None,
         resume: RunState | None = None,
         approvals: Mapping[str, Approval] | None = None,
+        deps: DepsT | None = None,
+        tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
+        toolsets: Iterable[Toolset] = (),
+        usage_limits: UsageLimits | None = None,
+        trace_context: Any = None,
     ) -> RunStream[OutputT]:
         """Stream text and completed messages: `async for chunk in agent.run_stream("..."):`.
 
@@ -262,7 +391,8 @@ class Agent(Generic[OutputT]):
         The arguments are those of `stream`.
         """
         run = self.stream(prompt, history=history, settings=settings, conversation_id=conversation_id,
-                          resume=resume, approvals=approvals)
+                          resume=resume, approvals=approvals, deps=deps, tools=tools, toolsets=toolsets,
+                          usage_limits=usage_limits, trace_context=trace_context)
         return RunStream(run, stream_tool_steps=self.stream_tool_steps, output=run.config.output)
 
     async def run(
@@ -274,13 +404,19 @@ class Agent(Generic[OutputT]):
         conversation_id: str | None = None,
         resume: RunState | None = None,
         approvals: Mapping[str, Approval] | None = None,
+        deps: DepsT | None = None,
+        tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
+        toolsets: Iterable[Toolset] = (),
+        usage_limits: UsageLimits | None = None,
+        trace_context: Any = None,
     ) -> RunResult[OutputT]:
         """Run to the final answer (or a pause for approval) and return the result.
 
         The arguments are those of `stream`: `agent.run(resume=state, approvals={...})` resumes a paused run.
         """
         async with self.stream(prompt, history=history, settings=settings, conversation_id=conversation_id,
-                               resume=resume, approvals=approvals) as run:
+                               resume=resume, approvals=approvals, deps=deps, tools=tools, toolsets=toolsets,
+                               usage_limits=usage_limits, trace_context=trace_context) as run:
             async for _ in run:
                 pass
         return run.result
@@ -294,6 +430,10 @@ class Agent(Generic[OutputT]):
         conversation_id: str | None = None,
         resume: RunState | None = None,
         approvals: Mapping[str, Approval] | None = None,
+        deps: DepsT | None = None,
+        tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
+        toolsets: Iterable[Toolset] = (),
+        usage_limits: UsageLimits | None = None,
     ) -> RunResult[OutputT]:
         """`run` for code that is not async (scripts, notebooks).
 
@@ -301,7 +441,8 @@ class Agent(Generic[OutputT]):
         loop, so call it from plain code only; async code should `await agent.run(...)`.
         """
         call = functools.partial(self.run, prompt, history=history, settings=settings,
-                                 conversation_id=conversation_id, resume=resume, approvals=approvals)
+                                 conversation_id=conversation_id, resume=resume, approvals=approvals, deps=deps,
+                                 tools=tools, toolsets=toolsets, usage_limits=usage_limits)
         # Each call has an event loop of its own; the model's HTTP client belongs to one loop and is
         # closed when that loop ends (see `HTTPModel.client`), so nothing crosses from one to the next.
         try:
@@ -316,13 +457,38 @@ class Agent(Generic[OutputT]):
         if self._owns_model and isinstance(self.model, HTTPModel):
             await self.model.aclose()
 
-    async def __aenter__(self) -> Agent[OutputT]:
+    async def __aenter__(self) -> Agent[OutputT, DepsT]:
+        """Open the agent's toolsets (MCP connections) for every run inside the block.
+
+        Nested or concurrent blocks share one opening; the last to leave closes the toolsets and the HTTP
+        client of a model made from a string. Toolsets that hold processes or connections must be closed
+        by the task that opened them, so open the agent once around the runs that share it (a server's
+        lifespan, a script's main).
+        """
+        if self._open is None:
+            stack = AsyncExitStack()
+            try:
+                for toolset in list(self.toolsets):
+                    await stack.enter_async_context(toolset)
+            except BaseException:
+                await stack.aclose()
+                raise
+            self._open, self._entries = stack, 0
+        self._entries += 1
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.aclose()
+        self._entries -= 1
+        if self._entries > 0:
+            return
+        stack, self._open = self._open, None
+        try:
+            if stack is not None:
+                await stack.__aexit__(exc_type, exc, tb)
+        finally:
+            await self.aclose()
 
 
 def _check_base_url(base_url: str | None) -> None:
@@ -340,260 +506,3 @@ def _prompt_message(prompt: Prompt) -> Message | None:
     if isinstance(prompt, str):
         return Message.user(prompt)
     raise UserError(f"A prompt is text or a Message; got {type(prompt).__name__}.")
-
-
-class RunStream(Generic[OutputT]):
-    """`Agent.run_stream`'s result: an async iterator of `RunChunk`s, and an async context manager.
-
-    Bare `async for` runs the whole loop inside the iteration; it must be iterated to the end (or closed
-    with `aclose()` from the same task). `async with ... as chunks:` is the safe form when iteration may
-    stop early: leaving the block stops the run, closes the model response and cancels running tools.
-    Either way, `messages` is the run's valid history so far and `result` the result once it ended.
-    """
-
-    def __init__(self, run: AgentRun[OutputT], *, stream_tool_steps: bool, output: OutputSpec | None = None) -> None:
-        self._run = run
-        self._builder = _ChunkBuilder(stream_tool_steps, _Partials(output) if output is not None else None)
-        self._entered = False
-        self._iterated = False
-
-    @property
-    def messages(self) -> list[Message]:
-        """The run's new messages so far, every tool call answered (also after the run was stopped)."""
-        return self._run.messages
-
-    @property
-    def result(self) -> RunResult[OutputT]:
-        """The run's result, once iteration ended."""
-        return self._run.result
-
-    @property
-    def run(self) -> AgentRun[OutputT]:
-        """The underlying run (steps, usage, error)."""
-        return self._run
-
-    async def __aenter__(self) -> RunStream[OutputT]:
-        await self._run.__aenter__()
-        self._entered = True
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._run.__aexit__(exc_type, exc, tb)
-
-    def __aiter__(self) -> AsyncIterator[RunChunk[OutputT]]:
-        if self._iterated:
-            raise UserError("A run stream can be iterated only once.")
-        self._iterated = True
-        return self._chunks(own=not self._entered)
-
-    async def _chunks(self, *, own: bool) -> AsyncIterator[RunChunk[OutputT]]:
-        host = _DetachedHost(self._run) if own else None
-        if host is not None:
-            await host.start()
-        try:
-            while (chunks := await self._next_chunks()) is not None:
-                for chunk in chunks:
-                    yield chunk
-        finally:
-            if host is not None:
-                await host.stop()
-
-    async def _next_chunks(self) -> list[RunChunk[OutputT]] | None:
-        while True:
-            try:
-                item = await self._run.next_item()
-            except StopAsyncIteration:
-                return None
-            chunks = self._builder.feed(item)
-            if chunks:
-                return chunks
-
-
-class _DetachedHost:
-    """Owns a run's task group in a task of its own, for `async for` over `run_stream` without `async with`.
-
-    An async generator cannot hold a task group across its `yield`s: when the loop that iterates it stops
-    early, the generator is closed later, from another task, and the group's cancel scope would cancel
-    the wrong task. So the run's scope lives in a separate task; the generator only reads the run's
-    stream and, when it ends for any reason (end of run, `break`, an exception, cancellation, garbage
-    collection), releases the host and waits until the run has been stopped and its history repaired.
-    """
-
-    def __init__(self, run: AgentRun[Any]) -> None:
-        self._run = run
-        self._task: asyncio.Task[None] | None = None
-        self._error: Exception | None = None
-        self._started = anyio.Event()
-        self._release = anyio.Event()
-        self._done = anyio.Event()
-
-    async def start(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise UserError(
-                "Iterating agent.run_stream(...) without `async with` needs asyncio; with another event loop "
-                "write `async with agent.run_stream(...) as chunks: async for chunk in chunks: ...`."
-            ) from None
-        self._task = loop.create_task(self._host())
-        await self._started.wait()
-        if self._error is not None:
-            raise self._error
-
-    async def _host(self) -> None:
-        try:
-            async with self._run:
-                self._started.set()
-                await self._release.wait()
-        except Exception as exc:  # handed to the iterating task, which raises it
-            self._error = exc
-        finally:
-            self._started.set()
-            self._done.set()
-
-    async def stop(self) -> None:
-        self._release.set()
-        with anyio.CancelScope(shield=True):
-            await self._done.wait()
-
-
-class _ChunkBuilder:
-    """Events and commits → `RunChunk`s: newline prefixing, the tool-step filter and partial objects."""
-
-    __slots__ = ("_after_tools", "_held", "_message_start", "_partials", "_shown", "_stream_tool_steps")
-
-    def __init__(self, stream_tool_steps: bool, partials: _Partials | None = None) -> None:
-        self._stream_tool_steps = stream_tool_steps
-        self._partials = partials
-        self._shown = False          # some text was already output in this run
-        self._after_tools = False    # the previous assistant message called tools
-        self._message_start = True   # no text of the current message was output yet
-        self._held: list[str] = []
-
-    def _output(self, text: str) -> str:
-        if self._message_start and self._after_tools and self._shown:
-            text = "\n" + text
-        self._message_start = False
-        self._shown = True
-        return text
-
-    def feed(self, item: Item) -> list[RunChunk[Any]]:
-        partials = self._partials
-        if isinstance(item, TextDelta):
-            if not item.text:
-                return []
-            partial = partials.text(item.text) if partials is not None else _NOTHING
-            if self._stream_tool_steps:
-                return [_chunk(self._output(item.text), partial)]
-            self._held.append(item.text)
-            return [] if is_missing(partial) else [_chunk("", partial)]
-        if isinstance(item, Committed):
-            return [RunChunk(messages=item.messages)]
-        if partials is not None:
-            if isinstance(item, ToolCallStart):
-                partials.call_start(item.id, item.name)
-                return []
-            if isinstance(item, ToolCallDelta):
-                partial = partials.call_delta(item.id, item.arguments_delta)
-                return [] if is_missing(partial) else [_chunk("", partial)]
-            if isinstance(item, ToolCallEnd):
-                partial = partials.call_end(item.call.id)
-                return [] if is_missing(partial) else [_chunk("", partial)]
-        if isinstance(item, MessageEndEvent):
-            message = item.message
-            calls = bool(message.tool_calls or message.invalid_tool_calls)
-            chunks: list[RunChunk[Any]] = []
-            if partials is not None:
-                partial = partials.message_end()
-                if not is_missing(partial):
-                    chunks.append(_chunk("", partial))
-            if self._held:
-                if not calls:
-                    chunks.append(RunChunk(output=self._output("".join(self._held))))
-                self._held = []
-            self._after_tools = calls
-            self._message_start = True
-            return chunks
-        return []
-
-
-def _chunk(text: str, partial: Any) -> RunChunk[Any]:
-    """A chunk with the text and, when there is one, the partial answer (`(data, value)`)."""
-    if is_missing(partial):
-        return RunChunk(output=text)
-    data, value = partial
-    return RunChunk(output=text, partial_data=data, partial=None if is_missing(value) else value)
-
-
-class _Partials:
-    """Partial answers of a typed output while its JSON streams, fed incrementally: `(data, value)` pairs.
-
-    Native output feeds each message's text, tool output the `final_result` call's argument text, into
-    one `PartialJSON` (linear in the stream's size). A snapshot is taken on every fragment while the
-    JSON is short and, beyond that, each time it has grown by a quarter (and once at its end), so
-    building previews stays linear too; a partial is produced only when the snapshot changed.
-    """
-
-    __slots__ = ("_call_id", "_last", "_next_at", "_parser", "_spec")
-
-    def __init__(self, spec: OutputSpec) -> None:
-        self._spec = spec
-        self._parser: PartialJSON | None = None
-        self._call_id: str | None = None
-        self._last: Any = None
-        self._next_at = 0
-
-    def _reset(self) -> None:
-        self._parser, self._call_id, self._last, self._next_at = None, None, None, 0
-
-    def text(self, delta: str) -> Any:
-        if self._spec.kind == "tool":
-            return _NOTHING
-        if self._parser is None:
-            self._parser = PartialJSON()
-        return self._feed(delta)
-
-    def call_start(self, call_id: str, name: str) -> None:
-        if self._spec.kind == "tool" and name == FINAL_RESULT_TOOL and self._call_id is None:
-            self._reset()
-            self._call_id = call_id
-            self._parser = PartialJSON()
-
-    def call_delta(self, call_id: str, fragment: str) -> Any:
-        if call_id != self._call_id or not fragment:
-            return _NOTHING
-        return self._feed(fragment)
-
-    def call_end(self, call_id: str) -> Any:
-        if call_id != self._call_id:
-            return _NOTHING
-        partial = self._snapshot()
-        self._parser = None  # later calls of the message are not the answer; keep the id so none restarts
-        return partial
-
-    def message_end(self) -> Any:
-        partial = self._snapshot() if self._parser is not None else _NOTHING
-        self._reset()
-        return partial
-
-    def _feed(self, fragment: str) -> Any:
-        parser = self._parser
-        assert parser is not None
-        parser.feed(fragment)
-        size = parser.size
-        if size >= _PREVIEW_EVERY_FRAGMENT_BELOW and size < self._next_at:
-            return _NOTHING
-        self._next_at = size + (size >> 2)
-        return self._snapshot()
-
-    def _snapshot(self) -> Any:
-        if self._parser is None:
-            return _NOTHING
-        snapshot = self._parser.snapshot()
-        if snapshot is None or snapshot == self._last:
-            return _NOTHING
-        self._last = snapshot
-        data, value = self._spec.partial(snapshot)
-        return _NOTHING if is_missing(data) else (data, value)

@@ -23,7 +23,7 @@ import anyio
 
 from ..exceptions import ToolError, UserError
 from ..messages import InvalidToolCallPart, ToolCallPart, ToolResultPart, to_jsonable
-from ..tools import RunContext, Tool
+from ..tools import RunContext, Tool, ToolDefinition
 
 __all__ = [
     "CANCELLED",
@@ -86,6 +86,7 @@ class Executed:
     result: ToolResultPart
     duration: float
     exception: BaseException | None = None
+    timed_out: bool = False
 
 
 class Toolbox:
@@ -100,7 +101,7 @@ class Toolbox:
         self.default_timeout = default_timeout
 
     @property
-    def definitions(self) -> list[Any]:
+    def definitions(self) -> list[ToolDefinition]:
         return [t.definition for t in self.tools.values()]
 
     def get(self, name: str) -> Tool[..., Any] | None:
@@ -110,7 +111,7 @@ class Toolbox:
         known = ", ".join(repr(n) for n in self.tools) or "none"
         return error_result(call, f"There is no tool named {call.name!r}. The available tools are: {known}.")
 
-    def prepare(self, call: ToolCallPart, context: RunContext) -> Prepared | ToolResultPart:
+    def prepare(self, call: ToolCallPart, context: RunContext[Any]) -> Prepared | ToolResultPart:
         """The checked call, ready to run; or the error result for a call that cannot run."""
         tool = self.tools.get(call.name)
         if tool is None:
@@ -127,12 +128,16 @@ class Toolbox:
         call = prepared.call
         timeout = prepared.tool.timeout if prepared.tool.timeout is not None else self.default_timeout
         exception: BaseException | None = None
+        timed_out = False
         try:
             with anyio.move_on_after(timeout) as scope:
                 value = await prepared.tool._invoke(prepared.args, prepared.kwargs)
             if scope.cancelled_caught:
+                timed_out = True
                 result = error_result(call, f"The tool {call.name!r} did not finish within {timeout:g} "
                                             "seconds and was stopped.")
+                logger.warning("Tool %r (call %s) did not finish within %g seconds and was stopped.", call.name,
+                               call.id, timeout)
             else:
                 result = ToolResultPart(call_id=call.id, name=call.name, result=to_jsonable(value))
         except ToolError as exc:
@@ -150,7 +155,7 @@ class Toolbox:
                            call.id, type(exc).__name__)
             raise ToolInterrupt(Executed(result=result, duration=time.perf_counter() - started, exception=exc),
                                 exc) from None
-        return Executed(result=result, duration=time.perf_counter() - started, exception=exception)
+        return Executed(result=result, duration=time.perf_counter() - started, exception=exception, timed_out=timed_out)
 
 
 def _safe_str(exc: BaseException) -> str:

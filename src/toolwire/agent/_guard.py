@@ -19,7 +19,7 @@ from ..memory import ChatMemory, InMemoryResumeClaims, ResumeClaims
 
 if TYPE_CHECKING:
     from ._approval import RunState
-    from ._run import RunConfig
+    from ._config import RunConfig
 
 __all__ = ["ACTIVE", "PROCESS_CLAIMS", "ActiveConversations", "check_position", "check_resumable", "claim_resume"]
 

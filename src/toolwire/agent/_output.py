@@ -20,20 +20,30 @@ never an object of the type holding fields that were not given or did not valida
 
 from __future__ import annotations
 
+import inspect
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from ..exceptions import OutputValidationError, UserError
+from ..exceptions import OutputRejected, OutputValidationError, UserError
 from ..models import HTTPModel, Model
 from ..providers import get_provider
 from ..settings import ModelSettings
-from ..tools import ToolDefinition
+from ..tools import RunContext, ToolDefinition, positional_arity
 
-__all__ = ["FINAL_RESULT_TOOL", "MISSING", "OutputMode", "OutputSpec", "OutputValidationError"]
+__all__ = [
+    "FINAL_RESULT_TOOL",
+    "MISSING",
+    "OutputMode",
+    "OutputSpec",
+    "OutputValidationError",
+    "OutputValidator",
+    "apply_validators",
+]
 
 OutputMode: TypeAlias = Literal["auto", "native", "tool"]
 """How typed output is requested: `"auto"` (from the provider's capability), `"native"` (the
@@ -47,12 +57,50 @@ MISSING: Any = object()
 """No value (yet): a partial with nothing to show, an uncached adapter."""
 
 
+OutputValidator: TypeAlias = Callable[[Any], Any] | Callable[[RunContext[Any], Any], Any]
+"""Checks (and may change) a run's answer: `fn(output)` or `fn(ctx, output)`, sync or async. It returns the
+output to use (`None` keeps it as it is) or raises `OutputRejected("why")` to ask the model again."""
+
+
 @dataclass(slots=True, frozen=True)
 class Checked:
     """The outcome of checking an answer: the value, or what to tell the model about it."""
 
     value: Any = None
     error: str | None = None
+    rejected: bool = False
+    """The error is an output validator's rejection, not a schema problem."""
+
+
+async def apply_validators(validators: Sequence[OutputValidator], context: RunContext[Any], value: Any) -> Checked:
+    """Run the output validators in order on a valid answer.
+
+    `OutputRejected` becomes a rejection to send back to the model; any other exception is a bug in the
+    validator and propagates (the run ends with it).
+    """
+    for validator in validators:
+        try:
+            outcome: Any = validator(context, value) if positional_arity(validator) >= 2 else validator(value)  # type: ignore[call-arg]
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+        except OutputRejected as exc:
+            return Checked(error=exc.message, rejected=True)
+        if outcome is not None:
+            value = outcome
+    return Checked(value=value)
+
+
+def rejection_text(error: str) -> str:
+    """The user message that answers a rejected text or native answer."""
+    return f"Your answer was not accepted: {error} Answer again."
+
+
+def check_validators(validators: Sequence[Any]) -> list[OutputValidator]:
+    for validator in validators:
+        if not callable(validator):
+            raise UserError(f"An output validator is a function of the output (or of the run context and the "
+                            f"output); got {type(validator).__name__}.")
+    return list(validators)
 
 
 class OutputSpec:
@@ -148,15 +196,19 @@ class OutputSpec:
         except ValidationError as exc:
             return Checked(error=describe_errors(exc))
 
-    def retry_text(self, error: str) -> str:
-        """The user message asking a native answer again."""
-        return (f"Your answer does not match the required output schema: {error} "
-                "Answer again with only the corrected JSON.")
-
-    def tool_error(self, error: str) -> str:
-        """The error result of an invalid `final_result` call."""
+    def tool_error(self, error: str, *, rejected: bool = False) -> str:
+        """The error result of an invalid (or rejected) `final_result` call."""
+        if rejected:
+            return f"The final result was not accepted: {error} Call {FINAL_RESULT_TOOL} again with a corrected answer."
         return (f"The final result does not match its schema: {error} "
                 f"Call {FINAL_RESULT_TOOL} again with corrected arguments.")
+
+    def retry_text(self, error: str, *, rejected: bool = False) -> str:
+        """The user message asking a native answer again."""
+        if rejected:
+            return f"Your answer was not accepted: {error} Answer again with only the corrected JSON."
+        return (f"Your answer does not match the required output schema: {error} "
+                "Answer again with only the corrected JSON.")
 
     def text_answer_retry(self) -> str:
         """The user message when a tool-output model answered in text instead of calling the tool."""

@@ -1,22 +1,19 @@
-"""One agent run: the step loop, eager tool execution, and the history kept valid through every exit.
+"""One agent run: the step loop, and the history kept valid through every exit.
 
 Structure (all structured concurrency, nothing outlives the `async with`):
 
-    AgentRun.__aenter__ ── task group ── _drive: for each step
-                                            ├─ model response (closed in `finally`, shielded)
-                                            ├─ step task group: one task per tool call, limited by a
-                                            │  CapacityLimiter; each starts the moment its call is complete
-                                            └─ commit: assistant message + one user message with all results,
-                                               then the same messages appended to the chat memory
+    AgentRun.__aenter__ ── task group ── _drive: toolsets opened for the run, then for each step
+                                            ├─ checks: usage limits, the history, the step's tools and
+                                            │  instructions (from the run context: deps, usage so far)
+                                            └─ a round (`_round`): the response, eager tool calls, the commit
     consumer ◀── memory object stream ── events (model events, tool_started, tool_result) and commits
 
 Invariants:
 - `AgentRun.messages` only ever grows by whole rounds: an assistant message that calls tools is appended
   together with the message answering every one of its calls, so the history is valid at every moment.
-- Calls are taken from `ToolCallEnd` events (eager) and, after the response ends, from the assembled
-  message: a call the events did not report still runs. Nothing is decided from a single text chunk.
 - The drive task never raises anything but cancellation; errors travel to the consumer through the
-  stream, so the task group never cancels the consumer behind its back.
+  stream, so the task group never cancels the consumer behind its back. Every error that ends a run
+  carries the run's valid history (`.messages`).
 - A chat memory receives the commits of rounds whose response stream completed, each before the next
   request starts: the prompt, then each assistant message with its results in one append. A round cut
   off mid-stream is appended too once any of its tools started (a side effect the model must learn
@@ -28,167 +25,49 @@ Invariants:
   before any tool of the resumed round runs.
 - A tool raising `SystemExit`/`KeyboardInterrupt` ends the run after its round is committed and
   remembered; the exception is re-raised in the task iterating the run, never inside the task group.
+- Usage limits are checked before the request or tool call that would exceed them (`_limits`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import inspect
 import logging
 import math
 import operator
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+import secrets
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack, nullcontext
 from types import TracebackType
-from typing import Any, Generic, TypeAlias
+from typing import Any, Generic
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..events import (
-    Event,
-    FinishReason,
-    MessageEndEvent,
-    TextDelta,
-    ToolCallEnd,
-    ToolResultEvent,
-    ToolStartedEvent,
-    Usage,
-    UsageEvent,
-)
-from ..exceptions import ChatMemoryError, MaxStepsExceeded, ProviderError, StreamError, UserError
-from ..memory import ChatMemory, ResumeClaims
-from ..messages import InvalidToolCallPart, Message, TextPart, ToolCallPart, ToolResultPart
-from ..models import Model, ModelResponse
+from ..events import Event, Usage
+from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
+from ..messages import Message, ToolCallPart
 from ..settings import ModelSettings
-from ..tools import ApprovalPredicate, RunContext, Tool, ToolDefinition
+from ..telemetry import RunTrace
+from ..tools import RunContext, Tool
+from ..toolsets import Toolset, resolve_tools
 from ._approval import Approval, Denial, RunState, decisions_for
-from ._execute import (
-    CANCELLED,
-    Executed,
-    Prepared,
-    Toolbox,
-    ToolInterrupt,
-    error_result,
-    invalid_call_result,
-    results_in_order,
-)
-from ._guard import ACTIVE, PROCESS_CLAIMS, check_position, check_resumable, claim_resume
+from ._config import RunConfig
+from ._execute import Toolbox, results_in_order
+from ._guard import ACTIVE, check_position, check_resumable, claim_resume
 from ._history import validate_history
-from ._output import FINAL_RESULT_TOOL, OutputSpec, OutputValidationError
-from ._types import OutputT, RunResult, StepResult, ToolExecution
+from ._instructions import is_static, render_instructions
+from ._limits import UsageLimits
+from ._output import FINAL_RESULT_TOOL, apply_validators, rejection_text
+from ._round import Committed, Item, Round, RoundPlayer, calls_of
+from ._types import OutputT, RunResult, StepResult
 
-__all__ = ["AgentRun", "Committed", "RunConfig"]
-
-STREAM_FAILED = "The tool was not run because the model's response stream failed before the run could go on."
-_CLOSE_TIMEOUT = 10.0
-"""Seconds a model response may take to close while the run is being cancelled."""
-_APPEND_TIMEOUT = 30.0
-"""Seconds a memory append may take; it is shielded from cancellation for that long."""
+__all__ = ["AgentRun", "Committed", "Item", "RunConfig"]
 
 logger = logging.getLogger("toolwire")
 
 
-@dataclass(slots=True, frozen=True)
-class Committed:
-    """Internal stream item: messages that just became part of the run's history."""
-
-    messages: list[Message]
-
-
-Item: TypeAlias = "Event | Committed"
-
-
-@dataclass(slots=True, kw_only=True)
-class RunConfig:
-    """Everything a run needs from its agent, fixed when the run starts."""
-
-    model: Model
-    toolbox: Toolbox
-    system: str | None
-    max_steps: int
-    max_parallel_tools: int
-    tool_execution: ToolExecution
-    settings: ModelSettings
-    on_tool_result: Callable[[ToolResultEvent], Any] | None
-    requires_approval: ApprovalPredicate | None = None
-    memory: ChatMemory | None = None
-    own_history: bool = True
-    output: OutputSpec | None = None
-    output_retries: int = 1
-    resume_claims: ResumeClaims | None = None
-
-    @property
-    def claims(self) -> ResumeClaims:
-        """Who decides that a state is resumed once: the agent's claims, the memory's, or this process's."""
-        if self.resume_claims is not None:
-            return self.resume_claims
-        if self.memory is not None and isinstance(self.memory, ResumeClaims):
-            return self.memory
-        return PROCESS_CLAIMS
-
-    @property
-    def definitions(self) -> list[ToolDefinition]:
-        """The tools offered to the model: the agent's, and `final_result` for tool output."""
-        definitions = self.toolbox.definitions
-        final = self.output.tool_definition if self.output is not None else None
-        return [*definitions, final] if final is not None else definitions
-
-    @property
-    def memory_is_source(self) -> bool:
-        """Each request is built from the memory alone; the run keeps no conversation of its own."""
-        return self.memory is not None and not self.own_history
-
-
-@dataclass(slots=True, kw_only=True)
-class _Round:
-    """The state of one step while its response streams and its tools run."""
-
-    step: int
-    request: list[Message]
-    limiter: anyio.CapacityLimiter
-    tg: anyio.abc.TaskGroup | None = None
-    calls: dict[str, ToolCallPart | InvalidToolCallPart] = field(default_factory=dict)
-    results: dict[str, ToolResultPart] = field(default_factory=dict)
-    held: dict[str, ToolCallPart] = field(default_factory=dict)
-    """Calls waiting for a person's approval."""
-    decisions: dict[str, Denial | None] = field(default_factory=dict)
-    """For a resumed round: each pending call's decision (`None` runs it)."""
-    streamed: bool = False
-    """The response stream completed: the message is whole (the memory may keep it)."""
-    started: bool = False
-    """A tool of the round started: its side effects may exist, so the memory keeps the round."""
-    interrupt: BaseException | None = None
-    """`SystemExit` / `KeyboardInterrupt` from a tool: re-raised once the round is stored."""
-    # What arrived so far, for a message cut short by cancellation: text runs and completed calls.
-    seen: list[list[str] | ToolCallPart | InvalidToolCallPart] = field(default_factory=list)
-    message: Message | None = None
-    usage: Usage | None = None
-    finish_reason: FinishReason | None = None
-    error: Exception | None = None
-    failure: Exception | None = None
-
-    def partial_message(self) -> Message | None:
-        """The text and complete calls received before the response was cut short, if any."""
-        parts: list[Any] = []
-        for item in self.seen:
-            if isinstance(item, list):
-                parts.append(TextPart(text="".join(item)))
-            else:
-                parts.append(item)
-        if not parts:
-            return None
-        return Message(role="assistant", parts=parts, metadata={"incomplete": True})
-
-    @property
-    def keep_in_memory(self) -> bool:
-        """The round belongs in the memory: its message is whole, or a tool of it started."""
-        return self.streamed or self.started
-
-
-class AgentRun(Generic[OutputT]):
+class AgentRun(RoundPlayer, Generic[OutputT]):
     """A run in progress: iterate it for events; `messages` is its valid history at every moment.
 
     Obtained from `Agent.stream(...)`; use it only inside `async with`. Leaving the block early (or the
@@ -216,6 +95,11 @@ class AgentRun(Generic[OutputT]):
         conversation_id: str | None = None,
         resume: RunState | None = None,
         approvals: Mapping[str, Approval] | None = None,
+        deps: Any = None,
+        tools: Sequence[Tool[..., Any]] = (),
+        toolsets: Sequence[Toolset] = (),
+        usage_limits: UsageLimits | None = None,
+        trace_context: Any = None,
     ) -> None:
         self._config = config
         self._prompt = prompt
@@ -244,14 +128,32 @@ class AgentRun(Generic[OutputT]):
             raise UserError(f"conversation_id={conversation_id!r} names a conversation of a chat memory, but this "
                             "agent has none: give it memory=InMemoryChatMemory() (or your store), or pass the "
                             "earlier messages as history=.")
+        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+            raise UserError(f"usage_limits= takes a UsageLimits; got {type(usage_limits).__name__}.")
+        for toolset in toolsets:
+            if not isinstance(toolset, Toolset):
+                raise UserError(f"toolsets= takes Toolset objects (FunctionToolset, MCPServer...); got "
+                                f"{type(toolset).__name__}.")
+        self.id = secrets.token_hex(8)
+        """An id for this run (logs, traces)."""
         self._conversation_id = conversation_id
         self._busy: tuple[int, str | None] | None = None
         self._interrupt: BaseException | None = None
         self._history = list(history)
         self._retries = resume.output_retries if resume is not None else 0
+        self._deps = deps
+        self._run_tools = [t if isinstance(t, Tool) else Tool(t) for t in tools]
+        self._toolsets = [*config.toolsets, *toolsets]
+        self._limits = usage_limits if usage_limits is not None else config.usage_limits
+        self._trace_context = trace_context
+        self._trace: RunTrace | None = None
+        self._requests = 0
+        self._tool_calls = 0
         settings = {**config.settings, **(settings or {})}
         self._settings: ModelSettings = config.output.request_settings(settings) if config.output else settings
-        self._system = _system_prompt(config)
+        self._static = is_static(config.instructions)
+        self._static_system = _join_system(
+            "\n\n".join(p for p in config.instructions if isinstance(p, str)) or None, config)
         self.messages: list[Message] = []
         """The run's new messages so far (prompt first): always a valid continuation of the history."""
         self.steps: list[StepResult] = []
@@ -359,47 +261,78 @@ class AgentRun(Generic[OutputT]):
         return functools.reduce(operator.add, (s.usage for s in self.steps if s.usage is not None), Usage())
 
     @property
+    def requests(self) -> int:
+        """Model requests made so far."""
+        return self._requests
+
+    @property
+    def tool_calls(self) -> int:
+        """Tool calls started so far."""
+        return self._tool_calls
+
+    @property
     def conversation_id(self) -> str | None:
         """The chat memory conversation this run reads and writes."""
         return self._conversation_id
 
     # -- the run itself ----------------------------------------------------------------------
 
-    def _emit(self, item: Item) -> None:
-        if self._send is None:
-            return
-        try:
-            self._send.send_nowait(item)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # the reader is gone; the run is being stopped
-
     async def _drive(self) -> None:
+        config = self._config
+        if config.telemetry is not None:
+            self._trace = RunTrace(config.telemetry, model=config.model, agent_name=config.name,
+                                   conversation_id=self._conversation_id, parent=self._trace_context)
+        logger.debug("Run %s started (model %s, conversation %r).", self.id, config.model.name, self._conversation_id)
         try:
-            await self._start()
-            first_step = 0
-            if self._resume is not None:
-                round_ = await self._resume_round(self._resume)
-                result = await self._conclude(round_)
-                if result is not None:
-                    self._result = result
-                    return
-                first_step = self._resume.step + 1
-            self._result = await self._loop(first_step)
+            with self._trace.current() if self._trace is not None else nullcontext():
+                async with AsyncExitStack() as stack:
+                    for toolset in self._toolsets:
+                        await stack.enter_async_context(toolset.run_scope())
+                    self._result = await self._run()
         except Exception as exc:
             if isinstance(exc, ProviderError):
                 # Provider errors carry the run's messages like MaxStepsExceeded does, so the caller
                 # can keep the valid history of the steps that completed.
                 exc.messages = list(self.messages)
+                logger.warning("Run %s stopped by a provider error: %s", self.id, exc)
+            elif isinstance(exc, ToolwireError):
+                logger.info("Run %s stopped: %s", self.id, exc)
+            else:
+                logger.info("Run %s stopped by %s raised in the caller's code.", self.id, type(exc).__name__)
             self._error = exc
+            self._end_trace(exc)
         except anyio.get_cancelled_exc_class():
+            logger.debug("Run %s was cancelled after %d step(s).", self.id, len(self.steps))
+            self._end_trace(None, status="cancelled")
             raise
         except BaseException as exc:
             # SystemExit / KeyboardInterrupt from a tool, raised after its round was stored: re-raised
             # by the consumer's task (`next_item`), never through the task group as an ExceptionGroup.
             self._interrupt = exc
+            self._end_trace(exc)
+        else:
+            result = self._result
+            logger.debug("Run %s %s after %d request(s).", self.id, result.status, self._requests)
+            self._end_trace(None, status=result.status)
         finally:
             assert self._send is not None
             self._send.close()
+
+    def _end_trace(self, error: BaseException | None, status: str | None = None) -> None:
+        trace = self._trace
+        if trace is not None:
+            trace.end(usage=self.usage, status=status, error=error)
+
+    async def _run(self) -> RunResult[OutputT]:
+        await self._start()
+        first_step = 0
+        if self._resume is not None:
+            round_ = await self._resume_round(self._resume)
+            result = await self._conclude(round_)
+            if result is not None:
+                return result
+            first_step = self._resume.step + 1
+        return await self._loop(first_step)
 
     async def _start(self) -> None:
         """Read the history from the memory when it holds it, then commit the prompt.
@@ -425,7 +358,7 @@ class AgentRun(Generic[OutputT]):
                 if resume.from_memory:
                     self._history = stored
                     round_ = [resume.message, Message.tool_results(
-                        results_in_order(_calls_of(resume.message), {}, "pending"))]
+                        results_in_order(calls_of(resume.message), {}, "pending"))]
                     validate_history([*stored, *round_])
         if self._prompt is not None:
             await self._add(self._prompt)
@@ -453,27 +386,101 @@ class AgentRun(Generic[OutputT]):
             messages=list(self.messages),
         )
 
-    async def _conclude(self, round_: _Round) -> RunResult[OutputT] | None:
+    # -- one step ----------------------------------------------------------------------------
+
+    def _context(self, step: int, conversation: list[Message]) -> RunContext[Any]:
+        return RunContext(deps=self._deps, step=step, messages=conversation, usage=self.usage,
+                          requests=self._requests, tool_calls=self._tool_calls, conversation_id=self._conversation_id)
+
+    async def _round(self, step: int, conversation: list[Message], **fields: Any) -> Round:
+        """A round for `step`: its context, and the tools offered at it (the agent's, the run's, toolsets')."""
+        config = self._config
+        context = self._context(step, conversation)
+        toolbox = config.toolbox
+        if self._toolsets or self._run_tools:
+            tools = await resolve_tools([("the agent's tools", list(toolbox.tools.values())),
+                                         ("this run's tools", self._run_tools)], self._toolsets, context)
+            if config.output is not None and config.output.kind == "tool" and any(
+                    t.name == FINAL_RESULT_TOOL for t in tools):
+                raise UserError(f"A tool is named {FINAL_RESULT_TOOL!r}, the name typed output gives the tool that "
+                                "ends the run; rename that tool (or prefix its toolset).")
+            toolbox = Toolbox(tools, default_timeout=toolbox.default_timeout)
+        definitions = toolbox.definitions
+        final = config.output.tool_definition if config.output is not None else None
+        if final is not None:
+            definitions = [*definitions, final]
+        return Round(step=step, request=conversation, limiter=anyio.CapacityLimiter(config.max_parallel_tools),
+                     context=context, toolbox=toolbox, definitions=definitions, **fields)
+
+    async def _step(self, step: int) -> Round:
+        config = self._config
+        conversation = await self._conversation()
+        validate_history(conversation)
+        limits = self._limits
+        if limits is not None:
+            last = self.steps[-1].usage if self.steps else None
+            exceeded = limits.check_request(requests=self._requests, usage=self.usage,
+                                            last_input=last.input_tokens if last is not None else None)
+            if exceeded is not None:
+                exceeded.messages = list(self.messages)
+                raise exceeded
+        round_ = await self._round(step, conversation)
+        if self._static:
+            round_.system = self._static_system
+        else:
+            round_.system = _join_system(
+                await render_instructions(config.instructions, round_.context, self.messages), config)
+        await self._play(round_, self._respond)
+        if round_.message is None:
+            raise UserError(f"The model {config.model.name!r} ended a response without an assembled "
+                            "message; a Model must set `message` on its response when the stream ends.")
+        return round_
+
+    async def _resume_round(self, state: RunState) -> Round:
+        """Finish the paused round: run the approved calls, answer the denied ones, commit it whole."""
+        conversation = await self._conversation()
+        round_ = await self._round(state.step, conversation, message=state.message, decisions=self._decisions,
+                                   streamed=True)
+        calls = {c.id: c for c in calls_of(state.message)}
+        for result in state.results:
+            round_.calls[result.call_id] = calls[result.call_id]
+            round_.results[result.call_id] = result
+
+        async def decide(round_: Round) -> None:
+            for call in state.pending:
+                if self._config.tool_execution == "sequential":
+                    round_.calls[call.id] = call
+                    await self._answer(round_, call)
+                else:
+                    self._dispatch(round_, call)
+
+        await self._play(round_, decide)
+        return round_
+
+    async def _conclude(self, round_: Round) -> RunResult[OutputT] | None:
         """After a committed round: the run's result if it ends here, `None` to make another request.
 
         Without an `output_type` a message without calls is the answer. With one, the answer must
         validate: a native answer is a message without calls whose text is the JSON, a tool answer a
-        valid `final_result` call; text next to other calls never ends the run. An invalid answer is
-        sent back to the model until `output_retries` is used up.
+        valid `final_result` call; text next to other calls never ends the run. An invalid answer (or one
+        an output validator rejects) is sent back to the model until `output_retries` is used up.
         """
         message = round_.message
         assert message is not None
-        calls = _calls_of(message)
+        calls = calls_of(message)
         output = self._config.output
         if output is None:
             if calls:
                 return None
-            return self._completed(message.text)
+            return await self._accept(round_, message.text, rejection_text)
         if output.kind == "tool":
             finals = [c for c in calls if c.name == FINAL_RESULT_TOOL]
             for call in finals:
                 result = round_.results.get(call.id)
                 if isinstance(call, ToolCallPart) and result is not None and not result.is_error:
+                    if call.id in round_.outputs:
+                        return self._completed(round_.outputs[call.id])
+                    # Accepted before a pause for approval; it passed the validators then.
                     return self._completed(output.check_data(call.arguments).value)
             if finals:
                 # Its error result already told the model what to fix; the retry is only counted.
@@ -484,13 +491,25 @@ class AgentRun(Generic[OutputT]):
         if calls:
             return None
         checked = output.check_text(message.text)
-        if checked.error is None:
-            return self._completed(checked.value)
-        await self._retry(checked.error, output.retry_text(checked.error))
-        return None
+        if checked.error is not None:
+            await self._retry(checked.error, output.retry_text(checked.error))
+            return None
+        return await self._accept(round_, checked.value, lambda error: output.retry_text(error, rejected=True))
+
+    async def _accept(self, round_: Round, value: Any, ask: Any) -> RunResult[OutputT] | None:
+        """The result for an answer the output validators accept; else the answer is sent back (`ask`)."""
+        validators = self._config.output_validators
+        if validators:
+            checked = await apply_validators(validators, round_.context, value)
+            if checked.error is not None:
+                await self._retry(checked.error, ask(checked.error))
+                return None
+            value = checked.value
+        return self._completed(value)
 
     def _completed(self, output: Any) -> RunResult[OutputT]:
-        return RunResult(_output=output, messages=list(self.messages), usage=self.usage, steps=list(self.steps))
+        return RunResult(_output=output, messages=list(self.messages), usage=self.usage, steps=list(self.steps),
+                         requests=self._requests, tool_calls=self._tool_calls)
 
     async def _retry(self, error: str, ask: str | None) -> None:
         """Count an invalid typed answer; ask again (`ask`, a user message), or fail when out of retries."""
@@ -507,11 +526,11 @@ class AgentRun(Generic[OutputT]):
         if ask is not None:
             await self._add(Message.user(ask))
 
-    def _paused(self, round_: _Round) -> RunResult[OutputT]:
+    def _paused(self, round_: Round) -> RunResult[OutputT]:
         """End the run holding the round whose calls wait for approval (nothing of it is committed)."""
         message = round_.message
         assert message is not None
-        calls = _calls_of(message)
+        calls = calls_of(message)
         known = [round_.results[c.id] for c in calls if c.id in round_.results]
         from_memory = self._config.memory_is_source
         state = RunState(
@@ -523,252 +542,7 @@ class AgentRun(Generic[OutputT]):
         self.steps.append(StepResult(index=round_.step, message=message, results=known, usage=round_.usage,
                                      finish_reason=round_.finish_reason))
         return RunResult(messages=list(self.messages), usage=self.usage, steps=list(self.steps), status="paused",
-                         pending=pending, state=state)
-
-    async def _step(self, step: int) -> _Round:
-        config = self._config
-        conversation = await self._conversation()
-        validate_history(conversation)
-        round_ = _Round(step=step, request=conversation, limiter=anyio.CapacityLimiter(config.max_parallel_tools))
-        await self._play(round_, self._respond)
-        if round_.message is None:
-            raise UserError(f"The model {config.model.name!r} ended a response without an assembled "
-                            "message; a Model must set `message` on its response when the stream ends.")
-        return round_
-
-    async def _respond(self, round_: _Round) -> None:
-        await self._stream_response(round_)
-        if round_.error is None:
-            await self._dispatch_remaining(round_)
-
-    async def _resume_round(self, state: RunState) -> _Round:
-        """Finish the paused round: run the approved calls, answer the denied ones, commit it whole."""
-        conversation = await self._conversation()
-        round_ = _Round(step=state.step, request=conversation,
-                        limiter=anyio.CapacityLimiter(self._config.max_parallel_tools),
-                        message=state.message, decisions=self._decisions, streamed=True)
-        calls = {c.id: c for c in _calls_of(state.message)}
-        for result in state.results:
-            round_.calls[result.call_id] = calls[result.call_id]
-            round_.results[result.call_id] = result
-
-        async def decide(round_: _Round) -> None:
-            for call in state.pending:
-                if self._config.tool_execution == "sequential":
-                    round_.calls[call.id] = call
-                    await self._answer(round_, call)
-                else:
-                    self._dispatch(round_, call)
-
-        await self._play(round_, decide)
-        return round_
-
-    async def _play(self, round_: _Round, body: Callable[[_Round], Awaitable[None]]) -> None:
-        """Run a round's work in its task group, then commit it however it ended.
-
-        A round with calls waiting for approval (and no error) is left uncommitted for `_paused`.
-        """
-        try:
-            async with anyio.create_task_group() as tg:
-                round_.tg = tg
-                try:
-                    await body(round_)
-                except Exception as exc:
-                    # The request failed to open (nothing to keep), or a model failed mid-stream in a way
-                    # of its own: kept like a StreamError, as far as the response had come.
-                    round_.error = exc
-        except BaseException:
-            # Cancelled (or interrupted): keep what completed, answer every call, then let it propagate.
-            new = self._commit(round_, missing=CANCELLED)
-            if new and round_.keep_in_memory:
-                await self._remember(new, stopping=True)
-            raise
-        if round_.interrupt is not None:
-            new = self._commit(round_, missing=CANCELLED)
-            if new and round_.keep_in_memory:
-                await self._remember(new, stopping=True)
-            raise round_.interrupt
-        if round_.failure is not None:
-            new = self._commit(round_, missing=CANCELLED)
-            if new and round_.keep_in_memory:
-                await self._remember(new)
-            raise round_.failure
-        if round_.error is not None:
-            # The message is cut short: the run keeps it (valid, calls answered, marked incomplete); the
-            # memory keeps it only when a tool of it started.
-            new = self._commit(round_, missing=STREAM_FAILED)
-            if new and round_.keep_in_memory:
-                await self._remember(new)
-            raise round_.error
-        if round_.held:
-            return
-        await self._remember(self._commit(round_, missing=CANCELLED))
-
-    async def _stream_response(self, round_: _Round) -> None:
-        config = self._config
-        request = round_.request
-        if self._system:
-            request = [Message.system(self._system), *request]
-        response = config.model.stream(request, tools=config.definitions, settings=self._settings)
-        await response.__aenter__()
-        try:
-            await self._read_events(round_, response)
-        except BaseException as exc:
-            await _close(response, exc)
-            raise
-        await _close(response, None)
-        if round_.message is None:
-            round_.message = response.message
-        if response.usage is not None:
-            round_.usage = response.usage
-        round_.finish_reason = response.finish_reason or round_.finish_reason
-        round_.streamed = round_.error is None
-
-    async def _read_events(self, round_: _Round, response: ModelResponse) -> None:
-        eager = self._config.tool_execution == "eager"
-        seen = round_.seen
-        try:
-            async for event in response:
-                self._emit(event)
-                if isinstance(event, TextDelta):
-                    last = seen[-1] if seen else None
-                    if isinstance(last, list):
-                        last.append(event.text)
-                    else:
-                        seen.append([event.text])
-                elif isinstance(event, ToolCallEnd):
-                    seen.append(event.call)
-                    if eager:
-                        self._dispatch(round_, event.call)
-                elif isinstance(event, UsageEvent):
-                    round_.usage = event.usage
-                elif isinstance(event, MessageEndEvent):
-                    round_.message = event.message
-        except StreamError as exc:
-            # The partial message keeps what completed; its cut-off calls are invalid and get error
-            # results, tools already running finish, and the error is raised once the round is committed.
-            round_.error = exc
-            round_.finish_reason = "error"
-            if exc.partial_message is not None:
-                round_.message = _incomplete(exc.partial_message)
-            elif round_.message is None:
-                round_.message = round_.partial_message()
-            else:
-                round_.message = _incomplete(round_.message)
-
-    def _dispatch(self, round_: _Round, call: ToolCallPart | InvalidToolCallPart) -> None:
-        if call.id in round_.calls:
-            return
-        round_.calls[call.id] = call
-        assert round_.tg is not None
-        round_.tg.start_soon(self._answer, round_, call)
-
-    async def _dispatch_remaining(self, round_: _Round) -> None:
-        """After the response: every call of the assembled message runs, whether or not an event said so."""
-        assert round_.message is not None
-        for call in _calls_of(round_.message):
-            if self._config.tool_execution == "sequential":
-                if call.id not in round_.calls:
-                    round_.calls[call.id] = call
-                    await self._answer(round_, call)
-            else:
-                self._dispatch(round_, call)
-
-    async def _admit(self, round_: _Round, call: ToolCallPart, context: RunContext) -> Prepared | ToolResultPart | None:
-        """The call ready to run, the result answering a call that may not run now, or `None` to hold it.
-
-        This is where calls are held back: unknown tools and invalid arguments are answered at once,
-        denied calls get their denial, and calls that need a person's approval are held (`None`).
-        A `final_result` call of typed output is checked here and answered with the verdict.
-        """
-        config = self._config
-        output = config.output
-        if output is not None and output.kind == "tool" and call.name == FINAL_RESULT_TOOL:
-            checked = output.check_data(call.arguments)
-            if checked.error is not None:
-                return error_result(call, output.tool_error(checked.error))
-            return ToolResultPart(call_id=call.id, name=call.name, result="The final result was accepted.")
-        prepared = config.toolbox.prepare(call, context)
-        if not isinstance(prepared, Prepared):
-            return prepared
-        if call.id in round_.decisions:
-            denial = round_.decisions[call.id]
-            return prepared if denial is None else error_result(call, denial.message)
-        if await _needs_approval(prepared.tool, call, config.requires_approval):
-            return None
-        return prepared
-
-    async def _answer(self, round_: _Round, call: ToolCallPart | InvalidToolCallPart) -> None:
-        duration: float | None = None
-        metadata: dict[str, Any] = {}
-        exception: BaseException | None = None
-        if isinstance(call, InvalidToolCallPart):
-            result = invalid_call_result(call)
-        else:
-            context = RunContext(call=call, step=round_.step, messages=round_.request)
-            try:
-                admitted = await self._admit(round_, call, context)
-            except Exception as exc:
-                # An approval predicate failed: a bug in the caller's code, so the step stops.
-                self._fail(round_, exc)
-                return
-            if admitted is None:
-                round_.held[call.id] = call
-                return
-            if isinstance(admitted, ToolResultPart):
-                result = admitted
-            else:
-                async with round_.limiter:
-                    round_.started = True
-                    self._emit(ToolStartedEvent(call=call))
-                    executed: Executed
-                    try:
-                        executed = await self._config.toolbox.execute(admitted)
-                    except ToolInterrupt as interrupt:
-                        executed = interrupt.outcome
-                        round_.interrupt = interrupt.exception
-                        assert round_.tg is not None
-                        round_.tg.cancel_scope.cancel()
-                result, duration, exception = executed.result, executed.duration, executed.exception
-                metadata = context.metadata
-        round_.results[call.id] = result
-        event = ToolResultEvent(result=result, duration=duration, metadata=metadata, exception=exception)
-        self._emit(event)
-        callback = self._config.on_tool_result
-        if callback is not None:
-            try:
-                outcome = callback(event)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception as exc:
-                # A failing callback is a bug in the caller's code: stop the step and report it.
-                self._fail(round_, exc)
-
-    @staticmethod
-    def _fail(round_: _Round, exc: Exception) -> None:
-        round_.failure = exc
-        assert round_.tg is not None
-        round_.tg.cancel_scope.cancel()
-
-    def _commit(self, round_: _Round, *, missing: str) -> list[Message]:
-        """The one place messages join the run's history: a step's assistant message and its results.
-
-        Runs once per step, after its response ended and every tool finished, or while the step is being
-        stopped; calls without a result get an error result saying `missing`. Returns the messages it
-        added, which `_remember` hands to the chat memory in one append: a store never sees a
-        half-streamed message or a call without its result.
-        """
-        message = round_.message if round_.message is not None else round_.partial_message()
-        if message is None:
-            return []
-        calls = _calls_of(message)
-        results = results_in_order(calls, round_.results, missing)
-        new = [message, Message.tool_results(results)] if calls else [message]
-        self.messages.extend(new)
-        self.steps.append(StepResult(index=round_.step, message=message, results=results, usage=round_.usage,
-                                     finish_reason=round_.finish_reason))
-        self._emit(Committed(new))
-        return new
+                         pending=pending, state=state, requests=self._requests, tool_calls=self._tool_calls)
 
     async def _add(self, message: Message) -> None:
         """Commit a message of the run's own (the prompt, a request to correct typed output)."""
@@ -776,67 +550,16 @@ class AgentRun(Generic[OutputT]):
         self._emit(Committed([message]))
         await self._remember([message])
 
-    async def _remember(self, messages: list[Message], *, stopping: bool = False) -> None:
-        """Append committed messages to the chat memory, before the run goes on.
 
-        The append is shielded from cancellation (for at most `_APPEND_TIMEOUT` seconds): the messages
-        are already part of the run's history, and a cancellation arriving while the store awaits I/O
-        must not leave the memory without them. A cancellation is delivered once the append is done.
-        """
-        memory = self._config.memory
-        if memory is None or not messages:
-            return
-        with anyio.move_on_after(_APPEND_TIMEOUT, shield=True) as scope:
-            await memory.append(messages, self._conversation_id)
-        if scope.cancelled_caught:
-            text = (f"The chat memory did not store {len(messages)} message(s) of conversation "
-                    f"{self._conversation_id!r} within {_APPEND_TIMEOUT:g} seconds; they may be missing from it.")
-            logger.error(text)
-            if not stopping:
-                raise ChatMemoryError(text + " Check the store, then go on from the run's messages.")
-
-
-def _incomplete(message: Message) -> Message:
-    """The message marked as cut short (`metadata["incomplete"]`), whoever built it."""
-    if message.metadata.get("incomplete") is True:
-        return message
-    return dataclasses.replace(message, metadata={**message.metadata, "incomplete": True})
-
-
-def _error_of(result: ToolResultPart | None) -> str:
+def _error_of(result: Any) -> str:
     if result is not None and isinstance(result.result, dict) and result.result.get("error"):
         return str(result.result["error"])
     return "The final_result call was invalid."
 
 
-def _system_prompt(config: RunConfig) -> str | None:
+def _join_system(text: str | None, config: RunConfig) -> str | None:
+    """The system prompt: the agent's instructions, then what typed output asks of JSON-mode hosts."""
     instructions = config.output.instructions() if config.output is not None else None
-    if config.system and instructions:
-        return f"{config.system}\n\n{instructions}"
-    return config.system or instructions
-
-
-async def _needs_approval(tool: Tool[..., Any], call: ToolCallPart, agent_rule: ApprovalPredicate | None) -> bool:
-    """Whether the tool's own rule or the agent's says a person must approve this call."""
-    for rule in (tool.requires_approval, agent_rule):
-        if rule is None or rule is False:
-            continue
-        if rule is True:
-            return True
-        verdict = rule(call)
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
-        if verdict:
-            return True
-    return False
-
-
-def _calls_of(message: Message) -> list[ToolCallPart | InvalidToolCallPart]:
-    return [p for p in message.parts if isinstance(p, (ToolCallPart, InvalidToolCallPart))]
-
-
-async def _close(response: ModelResponse, exc: BaseException | None) -> None:
-    # Shielded: a cancelled run must still release the HTTP response, so it closes even mid-cancellation.
-    with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
-        await response.__aexit__(type(exc) if exc is not None else None, exc,
-                                 exc.__traceback__ if exc is not None else None)
+    if text and instructions:
+        return f"{text}\n\n{instructions}"
+    return text or instructions

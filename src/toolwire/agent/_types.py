@@ -63,6 +63,8 @@ class RunResult(Generic[OutputT]):
         pending: The tool calls waiting for a person's decision (empty unless paused).
         state: What resuming needs (`None` unless paused): store `state.to_json()`, and later call
             `agent.run(resume=RunState.from_json(saved), approvals={call_id: True, ...})`.
+        requests: Model requests this run made.
+        tool_calls: Tool calls this run ran.
     """
 
     messages: list[Message]
@@ -71,6 +73,8 @@ class RunResult(Generic[OutputT]):
     status: RunStatus = "completed"
     pending: list[ToolCallPart] = field(default_factory=list)
     state: RunState | None = None
+    requests: int = 0
+    tool_calls: int = 0
     _output: Any = None
 
     @property

@@ -4,6 +4,10 @@
 `python -m` does, so a `tools.py` next to you is found) and takes the attribute: a `Tool` (from
 `@tool`) as it is, a plain function wrapped with `@tool`, or a list of them. `--tool ./path/file.py:f`
 loads a Python file by its path instead.
+
+`--mcp "command args..."` starts an MCP server over stdio and `--mcp-url URL` connects to one over
+Streamable HTTP (both repeatable, `mcp` extra); their tools are offered next to the `--tool`s. A server
+started from the command line gets the caller's environment, as if they had run it themselves.
 """
 
 from __future__ import annotations
@@ -16,14 +20,16 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO
 
 from ..agent import Agent
 from ..exceptions import UserError
 from ..providers import get_provider
 from ..tools import Tool
+from ..toolsets import Toolset
 
-__all__ = ["add_model_arguments", "check_model", "load_tool", "load_tools", "make_agent"]
+__all__ = ["add_mcp_arguments", "add_model_arguments", "check_model", "load_tool", "load_tools", "make_agent",
+           "mcp_toolsets"]
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +40,27 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", default=None, help="send requests to this base URL instead of the provider's")
     parser.add_argument("--api-key", default=None, help="the API key (default: the provider's environment variable)")
     parser.add_argument("--max-steps", type=int, default=20, help="the most model requests one turn may make")
+    add_mcp_arguments(parser)
+
+
+def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--mcp` and `--mcp-url`, shared by `chat`, `run` and `serve`."""
+    parser.add_argument("--mcp", action="append", default=[], metavar='"COMMAND ARGS..."',
+                        help="an MCP server to start over stdio; its tools are offered (repeatable; mcp extra)")
+    parser.add_argument("--mcp-url", action="append", default=[], metavar="URL",
+                        help="an MCP server to connect to over Streamable HTTP (repeatable; mcp extra)")
+
+
+def mcp_toolsets(args: argparse.Namespace, *, stderr: TextIO | None = None) -> list[Toolset]:
+    """The MCP servers `--mcp` / `--mcp-url` name (none without them; a clear error without the mcp extra)."""
+    commands, urls = getattr(args, "mcp", []) or [], getattr(args, "mcp_url", []) or []
+    if not commands and not urls:
+        return []
+    try:
+        from ..mcp import servers_from_specs
+    except ImportError as exc:
+        raise UserError("--mcp and --mcp-url need the mcp extra: pip install 'toolwire[mcp]'.") from exc
+    return list(servers_from_specs(commands, urls, stderr=stderr))
 
 
 def load_tool(spec: str) -> list[Tool[..., Any]]:
@@ -131,9 +158,20 @@ def check_model(spec: str, *, api_key: str | None, base_url: str | None = None) 
         raise UserError(f"No API key for {provider.name!r}: set {variables} in the environment, or pass --api-key.")
 
 
-def make_agent(args: argparse.Namespace, *, tools: Sequence[Tool[..., Any]] | None = None) -> Agent:
-    """The agent a `chat` or `run` command line describes."""
+def make_agent(args: argparse.Namespace, *, tools: Sequence[Tool[..., Any]] | None = None,
+               mcp_stderr: TextIO | None = None) -> Agent:
+    """The agent a `chat` or `run` command line describes (`async with agent:` opens its MCP servers)."""
     loaded = load_tools(args.tool) if tools is None else list(tools)
     check_model(args.model, api_key=args.api_key, base_url=args.base_url)
-    return Agent(args.model, tools=loaded, system=args.system, max_steps=args.max_steps, api_key=args.api_key,
-                 base_url=args.base_url)
+    return Agent(args.model, tools=loaded, toolsets=mcp_toolsets(args, stderr=mcp_stderr), system=args.system,
+                 max_steps=args.max_steps, api_key=args.api_key, base_url=args.base_url)
+
+
+async def tool_names(agent: Agent[Any, Any]) -> list[str]:
+    """Every tool an open agent offers: its own, then its toolsets' (MCP servers' as last listed)."""
+    from ..tools import RunContext
+
+    names = [t.name for t in agent.tools]
+    for toolset in agent.toolsets:
+        names.extend(t.name for t in await toolset.get_tools(RunContext()))
+    return names

@@ -1,8 +1,10 @@
-"""`toolwire chat MODEL [--tool M:F ...] [--system TEXT]`: an interactive chat in the terminal.
+"""`toolwire chat MODEL [--tool M:F ...] [--mcp "CMD ARGS" ...] [--system TEXT]`: an interactive chat in the terminal.
 
 Each turn streams the answer as it arrives and shows every tool call live: its arguments while they
 stream, a spinner while the tool runs, the result or error the moment it finishes, then the turn's
-token usage. The conversation is kept across turns. `/exit` (or `/quit`, Ctrl-D) ends the chat.
+token usage. The conversation is kept across turns. `/exit` (or `/quit`, Ctrl-D) ends the chat. MCP
+servers (`--mcp`, `--mcp-url`) are connected once for the whole chat; a stdio server's own stderr is
+discarded so it cannot break into the screen (run the server by hand to see it).
 A tool that needs approval (`@tool(requires_approval=True)`) pauses the turn: the chat asks before
 running it, and a declined call is answered to the model as declined.
 
@@ -16,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import httpx
@@ -29,7 +32,7 @@ from ..agent import Agent, Approval, Denial
 from ..exceptions import ToolwireError
 from ..messages import Message, ToolCallPart
 from ._render import RunRenderer, error_line, format_call, make_console, stream_turn
-from ._tools import add_model_arguments, make_agent
+from ._tools import add_model_arguments, make_agent, tool_names
 
 _EXIT_WORDS = frozenset({"/exit", "/quit", "/q"})
 
@@ -51,26 +54,30 @@ def _read_prompt(console: Console) -> str | None:
         return None
 
 
-async def _chat(args: argparse.Namespace) -> int:
+async def _chat(args: argparse.Namespace, quiet: TextIO) -> int:
     console = make_console()
-    agent = make_agent(args)
-    tools = ", ".join(t.name for t in agent.tools) or "none"
-    console.print(Text(f"toolwire chat · {agent.model.name} · tools: {tools} · /exit or Ctrl-D to leave",
-                       style="dim"))
+    agent = make_agent(args, mcp_stderr=quiet)
+    async with agent:
+        tools = ", ".join(await tool_names(agent)) or "none"
+        console.print(Text(f"toolwire chat · {agent.model.name} · tools: {tools} · /exit or Ctrl-D to leave",
+                           style="dim"))
+        return await _converse(agent, console)
+
+
+async def _converse(agent: Agent[Any], console: Console) -> int:
     renderer = RunRenderer(console)
     history: list[Message] = []
-    async with agent:
-        while True:
-            line = _read_prompt(console)  # blocks the loop on purpose: the chat is idle while the user types
-            if line is None:
-                console.print()
-                return 0
-            prompt = line.strip()
-            if prompt in _EXIT_WORDS:
-                return 0
-            if not prompt:
-                continue
-            history.extend(await _interruptible_turn(agent, prompt, history, renderer, console))
+    while True:
+        line = _read_prompt(console)  # blocks the loop on purpose: the chat is idle while the user types
+        if line is None:
+            console.print()
+            return 0
+        prompt = line.strip()
+        if prompt in _EXIT_WORDS:
+            return 0
+        if not prompt:
+            continue
+        history.extend(await _interruptible_turn(agent, prompt, history, renderer, console))
 
 
 async def _interruptible_turn(agent: Agent[Any], prompt: str, history: list[Message], renderer: RunRenderer,
@@ -135,7 +142,9 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         pass
     try:
-        return anyio.run(_chat, args)
+        # An MCP server's own log lines would break into the chat screen: they are discarded.
+        with open(os.devnull, "w") as quiet:
+            return anyio.run(_chat, args, quiet)
     except (ToolwireError, httpx.HTTPError, OSError) as exc:
         sys.stderr.write(error_line(exc) + "\n")
         return 1

@@ -1,4 +1,5 @@
-"""`toolwire run MODEL [PROMPT | -] [--tool M:F ...] [--system TEXT] [--json | --quiet]`: one prompt, answered.
+"""`toolwire run MODEL [PROMPT | -] [--tool M:F ...] [--mcp "CMD ARGS" ...] [--system TEXT] [--json | --quiet]`:
+one prompt, answered.
 
 Standard output gets the answer and nothing else; the trace (tool calls, results, usage) goes to
 standard error, so `toolwire run ... > answer.txt` or `| jq` see only the answer. On a terminal, where

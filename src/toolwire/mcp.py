@@ -1,0 +1,464 @@
+"""MCP (Model Context Protocol) servers as toolsets: their tools become agent tools (`mcp` extra).
+
+    from toolwire.mcp import MCPServer
+
+    files = MCPServer.stdio("npx", ["-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"])
+    search = MCPServer.http("http://127.0.0.1:8931/mcp", name="search")
+    agent = Agent(model, toolsets=[files.prefixed("fs"), search.filtered(["search", "fetch"])])
+    async with agent:                       # opens both connections; closed when the block ends
+        await agent.run("...")
+
+Built on the official `mcp` package: stdio (the server runs as a subprocess and speaks over its stdin and
+stdout) and Streamable HTTP. The tool list is read once when the connection opens and again, before the
+next step, after the server announces a change (`notifications/tools/list_changed`, or a
+`subscriptions/listen` event on 2026-era servers). MCP tools run like any other tool: arguments go to
+the server as the model wrote them (the server validates them against its schema), `tool_timeout` and
+`MCPServer(timeout=...)` bound a call, and approval rules apply.
+
+Results: structured content when the server gives it, else the text (several text blocks joined by
+newlines); content that is not text (images, audio, binary resources) cannot reach the model, since
+tool results travel as JSON on every wire protocol: it is described in the result (kind, media type,
+size) and handed to the application whole in `ToolResultEvent.metadata["files"]` (`{"type": "file",
+"media_type", "data" (base64), "name"}`). An error result from the server, the server dying mid-call,
+a hung call stopped by the timeout and a connection that is gone are all error results: the run goes
+on and its history stays valid.
+
+The connection lives in a task of its own, so a transport that fails (a server killed mid-request)
+ends only the connection, never the task that opened it. A dead server's tools stay listed and answer
+with an error saying the server is gone; toolwire does not restart servers (a restarted stdio server
+would have lost its state), so open it again (`async with`) to reconnect.
+
+`servers_from_specs` builds servers from command-line style specs, as `toolwire chat/run/serve --mcp
+"cmd args..." --mcp-url URL` do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.abc
+
+from .exceptions import MCPServerError, ToolError, UserError
+from .tools import ApprovalPredicate, RunContext, Tool
+from .toolsets import Toolset
+
+try:
+    import mcp_types
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.shared.exceptions import MCPError
+except ImportError as exc:  # pragma: no cover - exercised by the install test without the extra
+    raise ImportError("toolwire.mcp needs the mcp extra: pip install 'toolwire[mcp]'.") from exc
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ["MCPServer", "servers_from_specs"]
+
+logger = logging.getLogger("toolwire.mcp")
+
+_CONNECTION_CLOSED = -32000
+"""The JSON-RPC error code the `mcp` client gives a request whose connection closed."""
+_MAX_PAGES = 100
+"""The most `tools/list` pages read: a server that paginates forever cannot hang a step."""
+
+
+class MCPServer(Toolset):
+    """The tools of one MCP server, reached over stdio or Streamable HTTP.
+
+    Build one with `MCPServer.stdio(command, args)` or `MCPServer.http(url)`. Open it with
+    `async with server:` (or `async with agent:`) to share one connection among runs; a run given a server
+    that is not open opens it for itself alone.
+
+    Args:
+        target: `StdioServerParameters` or a Streamable HTTP URL.
+        name: Names the server in errors, logs and traces (default: the command line, or host:port).
+        timeout: Seconds one call may take (default: the agent's `tool_timeout`).
+        connect_timeout: Seconds to start the server, agree on a protocol version and list its tools.
+        requires_approval: Approval for every tool of the server: `True`, or a rule as for `@tool`.
+        stderr: Where a stdio server's own stderr goes (default: this process's stderr).
+    """
+
+    def __init__(
+        self,
+        target: StdioServerParameters | str,
+        *,
+        name: str | None = None,
+        timeout: float | None = None,
+        connect_timeout: float = 30.0,
+        requires_approval: bool | ApprovalPredicate = False,
+        stderr: TextIO | None = None,
+    ) -> None:
+        if not isinstance(target, (StdioServerParameters, str)):
+            raise UserError(f"An MCPServer connects to StdioServerParameters or a URL; got {type(target).__name__}.")
+        if timeout is not None and not timeout > 0:
+            raise UserError(f"timeout must be a positive number of seconds or None; got {timeout!r}.")
+        self.target = target
+        self.name = name or _default_name(target)
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.requires_approval = requires_approval
+        self._stderr = stderr
+        self._client: Client | None = None
+        self._tools: list[Tool[..., Any]] = []
+        self._stale = False
+        self._refresh = anyio.Lock()
+        self._opened = 0
+        self._run_owner: object | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stop = anyio.Event()
+        self._dead = anyio.Event()
+        self._lost: str | None = None
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        **options: Any,
+    ) -> MCPServer:
+        """A server started as `command args...`, spoken to over its stdin and stdout.
+
+        `env` is added to the small default environment the `mcp` package gives servers (PATH, HOME...);
+        pass `env=dict(os.environ)` to hand it everything. Other options are those of `MCPServer`.
+        """
+        params = StdioServerParameters(command=command, args=list(args), env=env,
+                                       cwd=os.fspath(cwd) if cwd is not None else None)
+        return cls(params, **options)
+
+    @classmethod
+    def http(cls, url: str, **options: Any) -> MCPServer:
+        """A server at a Streamable HTTP endpoint (`http://host:port/mcp`); options as for `MCPServer`."""
+        if not url.startswith(("http://", "https://")):
+            raise UserError(f"The MCP server URL {url!r} must start with http:// or https://.")
+        return cls(url, **options)
+
+    # -- the connection --------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        """The connection is open (it may have been lost since: see `connected`)."""
+        return self._opened > 0
+
+    @property
+    def connected(self) -> bool:
+        """The server is connected and answering (not closed, not lost)."""
+        return self._client is not None and not self._dead.is_set()
+
+    @property
+    def tools(self) -> list[Tool[..., Any]]:
+        """The tools as last listed (empty before the connection opens)."""
+        return list(self._tools)
+
+    async def __aenter__(self) -> Self:
+        if self._opened:
+            self._opened += 1  # nested opening in the same task: one connection, closed by the outermost
+            return self
+        self._stop, self._dead, self._lost, self._stale = anyio.Event(), anyio.Event(), None, False
+        self._refresh = anyio.Lock()
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        try:
+            with anyio.fail_after(self.connect_timeout):
+                await tg.start(self._host)
+                await self._list(refresh=False)
+        except BaseException as exc:
+            self._stop.set()
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(None, None, None)
+            if isinstance(exc, TimeoutError):
+                raise MCPServerError(f"The MCP server {self.name!r} did not start and list its tools within "
+                                     f"{self.connect_timeout:g} seconds. Check that {self._what()} is an MCP "
+                                     "server, or raise connect_timeout.", server=self.name) from exc
+            if isinstance(exc, Exception):
+                raise self._connect_error(exc) from exc
+            raise
+        self._tg = tg
+        self._opened = 1
+        logger.info("Connected to MCP server %r (%d tools).", self.name, len(self._tools))
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._opened > 1:
+            self._opened -= 1
+            return
+        tg, self._tg = self._tg, None
+        self._opened = 0
+        self._stop.set()
+        try:
+            if tg is not None:
+                # The connection task ends on its own once told to stop (the `mcp` client shields its own
+                # shutdown, so a stdio server is stopped even when this task is being cancelled).
+                await tg.__aexit__(None, None, None)
+        finally:
+            self._client = None
+        logger.info("Closed the connection to MCP server %r.", self.name)
+
+    def run_scope(self) -> AbstractAsyncContextManager[Any]:
+        """A run's use of the server: the open connection, or one opened for this run alone."""
+        if self._run_owner is not None:
+            raise UserError(f"The MCP server {self.name!r} was opened by another run, for that run alone; to share "
+                            "it between runs, open it once around them: `async with server:` (or `async with "
+                            "agent:`).")
+        if self._opened:
+            return nullcontext()
+        return self._owned_by_run()
+
+    @asynccontextmanager
+    async def _owned_by_run(self) -> AsyncIterator[None]:
+        token = object()
+        async with self:
+            self._run_owner = token
+            try:
+                yield
+            finally:
+                self._run_owner = None
+
+    async def _host(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Holds the connection in a task of its own until asked to stop, or until the transport fails."""
+        started = False
+        try:
+            async with self._client_for() as client, anyio.create_task_group() as inner:
+                self._client = client
+                capability = client.server_capabilities.tools
+                if capability is not None and capability.list_changed:
+                    inner.start_soon(self._listen, client)
+                started = True
+                task_status.started()
+                await self._stop.wait()
+                inner.cancel_scope.cancel()
+        except Exception as exc:
+            if not started:
+                raise
+            self._lost = _describe(exc)
+            logger.warning("The connection to MCP server %r was lost: %s", self.name, self._lost)
+        finally:
+            self._client = None
+            self._dead.set()
+
+    def _client_for(self) -> Client:
+        target = self.target
+        info = mcp_types.Implementation(name="toolwire", version=_version())
+        if isinstance(target, StdioServerParameters):
+            transport = stdio_client(target, errlog=self._stderr if self._stderr is not None else sys.stderr)
+            return Client(transport, message_handler=self._on_message, client_info=info)
+        return Client(target, message_handler=self._on_message, client_info=info)
+
+    async def _on_message(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            logger.debug("MCP server %r changed its tools; listing them again before the next step.", self.name)
+            self._stale = True
+        elif isinstance(message, Exception):
+            logger.warning("MCP server %r sent something unreadable: %s", self.name, message)
+
+    async def _listen(self, client: Client) -> None:
+        """On 2026-era servers list changes are a subscription; earlier ones send notifications unasked."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self._stale = True
+        except Exception as exc:  # a lost subscription only means no refresh; the calls still work
+            if "not available at protocol version" not in str(exc):
+                logger.info("MCP server %r: list-change subscription ended (%s).", self.name, _describe(exc))
+
+    def _what(self) -> str:
+        if isinstance(self.target, str):
+            return self.target
+        return shlex.join([self.target.command, *self.target.args])
+
+    def _connect_error(self, exc: Exception) -> MCPServerError:
+        return MCPServerError(f"Could not connect to the MCP server {self.name!r} ({self._what()}): {_describe(exc)}. "
+                              "Check the command or URL, and that the server speaks MCP.", server=self.name)
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    async def get_tools(self, context: RunContext[Any]) -> list[Tool[..., Any]]:
+        if not self._opened:
+            raise UserError(f"The MCP server {self.name!r} is not open; open it with `async with server:` or give it "
+                            "to an agent run (toolsets=[...]), which opens it.")
+        if self._stale and self.connected:
+            async with self._refresh:
+                if self._stale:
+                    self._stale = False
+                    try:
+                        await self._list(refresh=True)
+                    except Exception as exc:  # the old list stays; the calls will say what is wrong
+                        logger.warning("Listing the tools of MCP server %r again failed: %s", self.name, _describe(exc))
+        return self._tools
+
+    async def _list(self, *, refresh: bool) -> None:
+        client = self._client
+        assert client is not None
+        listed: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self._tools = [self._tool(t) for t in listed]
+
+    def _tool(self, listed: mcp_types.Tool) -> Tool[..., Any]:
+        name = listed.name
+
+        async def call_mcp_tool(_mcp_context: RunContext[Any], **arguments: Any) -> Any:
+            return await self._call(name, arguments, _mcp_context)
+
+        schema = dict(listed.input_schema or {})
+        schema.pop("title", None)
+        schema.setdefault("type", "object")
+        schema.setdefault("properties", {})
+        description = listed.description or listed.title or ""
+        made = Tool.from_schema(name, description, schema, call_mcp_tool, timeout=self.timeout,
+                                requires_approval=self.requires_approval)
+        made.tool_type = "extension"
+        return made
+
+    async def _call(self, name: str, arguments: dict[str, Any], context: RunContext[Any]) -> Any:
+        client = self._client
+        if client is None or self._dead.is_set():
+            reason = f" ({self._lost})" if self._lost else ""
+            raise ToolError(f"The MCP server {self.name!r} is not connected any more{reason}, so its tool {name!r} "
+                            "could not run. Do not call its tools again in this conversation.")
+        result: mcp_types.CallToolResult | None = None
+        async with anyio.create_task_group() as tg:
+            # The transport may fail without failing this request (the connection's task sees it first):
+            # end the wait as soon as the connection is known to be gone.
+            async def watch() -> None:
+                await self._dead.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            try:
+                result = await client.call_tool(name, arguments)
+            except MCPError as exc:
+                if exc.code == _CONNECTION_CLOSED:
+                    # The server is gone (a stdio server that exited): every later call is answered at once.
+                    self._lost = self._lost or "its connection closed"
+                    self._dead.set()
+                else:
+                    raise ToolError(f"The MCP server {self.name!r} refused the call to {name!r}: "
+                                    f"{exc.message}") from exc
+            finally:
+                tg.cancel_scope.cancel()
+        if result is None:
+            raise ToolError(f"The MCP server {self.name!r} stopped while its tool {name!r} was running, so the call "
+                            "has no result (it may or may not have taken effect). Its tools cannot be used any more "
+                            "in this conversation.")
+        return _result_value(name, result, context)
+
+
+def _result_value(name: str, result: mcp_types.CallToolResult, context: RunContext[Any]) -> Any:
+    """An MCP tool result as toolwire's result value (or `ToolError` for an error result)."""
+    texts: list[str] = []
+    items: list[Any] = []
+    files: list[dict[str, Any]] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            texts.append(block.text)
+            items.append({"type": "text", "text": block.text})
+        elif isinstance(block, (mcp_types.ImageContent, mcp_types.AudioContent)):
+            files.append(_file(block.mime_type, block.data, None))
+            items.append(_not_shown(block.type, block.mime_type, block.data))
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, mcp_types.TextResourceContents):
+                texts.append(resource.text)
+                items.append({"type": "resource", "uri": str(resource.uri), "text": resource.text})
+            else:
+                media_type = resource.mime_type or "application/octet-stream"
+                files.append(_file(media_type, resource.blob, str(resource.uri)))
+                items.append({**_not_shown("resource", media_type, resource.blob), "uri": str(resource.uri)})
+        elif isinstance(block, mcp_types.ResourceLink):
+            link = {"type": "resource_link", "uri": str(block.uri), "name": block.name}
+            if block.description:
+                link["description"] = block.description
+            items.append(link)
+        else:
+            items.append({"type": getattr(block, "type", "unknown")})
+    if files:
+        context.metadata.setdefault("files", []).extend(files)
+    if result.is_error:
+        message = "\n".join(texts).strip() or f"The MCP tool {name!r} reported an error without a message."
+        raise ToolError(message)
+    if result.structured_content is not None:
+        return result.structured_content
+    if not items:
+        return None
+    if len(texts) == len(items):
+        return "\n".join(texts)
+    return items
+
+
+def _file(media_type: str, data: str, name: str | None) -> dict[str, Any]:
+    return {"type": "file", "media_type": media_type, "data": data, "url": None, "name": name}
+
+
+def _not_shown(kind: str, media_type: str, data: str) -> dict[str, Any]:
+    size = len(data) * 3 // 4 - data[-2:].count("=")
+    return {"type": kind, "media_type": media_type, "bytes": size,
+            "note": "Not included here: tool results reach the model as text. The application received it."}
+
+
+def _describe(exc: BaseException) -> str:
+    """The most telling leaf of an exception (transports wrap theirs in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _default_name(target: StdioServerParameters | str) -> str:
+    if isinstance(target, str):
+        return urlsplit(target).netloc or target
+    line = shlex.join([target.command, *target.args])
+    return line if len(line) <= 80 else line[:79] + "…"
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def servers_from_specs(
+    commands: Sequence[str] = (),
+    urls: Sequence[str] = (),
+    *,
+    inherit_env: bool = True,
+    stderr: TextIO | None = None,
+    timeout: float | None = None,
+) -> list[MCPServer]:
+    """MCP servers from command-line style specs: `"cmd arg..."` (stdio, split as a shell would) and URLs.
+
+    Servers a person names on a command line get that person's environment (`inherit_env`), as if they
+    had started the command themselves. Used by `toolwire chat`, `run` and `serve` (`--mcp`, `--mcp-url`).
+    """
+    servers: list[MCPServer] = []
+    for spec in commands:
+        try:
+            words = shlex.split(spec)
+        except ValueError as exc:
+            raise UserError(f"The MCP server command {spec!r} cannot be read ({exc}); quote it as a shell "
+                            "would.") from exc
+        if not words:
+            raise UserError("An MCP server command is empty; write --mcp \"command args...\".")
+        servers.append(MCPServer.stdio(words[0], words[1:], env=dict(os.environ) if inherit_env else None,
+                                       stderr=stderr, timeout=timeout))
+    servers.extend(MCPServer.http(url, timeout=timeout) for url in urls)
+    return servers
