@@ -363,7 +363,8 @@ async def test_recovery_of_a_run_that_was_between_rounds_commits_nothing_twice(s
 async def test_renewed_leases_do_not_expire(store: SQLStore) -> None:
     _, chat_id = await new_chat(store)
     started = await start(store, chat_id, lease=0.3, owner="me")
-    assert await store.renew_leases("me", 30) == 1
+    assert await store.renew_leases("me", [started.run.id], 30) == 1
+    assert await store.renew_leases("someone else", [started.run.id], 30) == 0
     await anyio.sleep(0.4)
     assert await store.expired_runs() == []
     run = await store.get_run(chat_id, started.run.id)

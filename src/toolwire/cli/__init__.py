@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "run": "run",
     "providers": "providers",
     "demo": "demo",
+    "serve": "serve",
 }
 
 

@@ -35,6 +35,8 @@ from ._records import (
     RunStart as RunStart,
     RunStatus as RunStatus,
     User as User,
+    iso as iso,
+    new_id as new_id,
 )
 from ._recovery import INTERRUPTED as INTERRUPTED
 from .sql import SQLStore as SQLStore, hash_token as hash_token
@@ -63,4 +65,6 @@ __all__ = [
     "StoreError",
     "User",
     "hash_token",
+    "iso",
+    "new_id",
 ]

@@ -206,8 +206,8 @@ class Store(ChatMemory, Protocol):
         ...
 
     # -- leases and recovery -----------------------------------------------------------------
-    async def renew_leases(self, owner: str, lease_seconds: float) -> int:
-        """Extend the lease of every running run this owner holds; returns how many."""
+    async def renew_leases(self, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
+        """Extend the leases this owner holds on these running runs; returns how many it still holds."""
         ...
 
     async def expired_runs(self) -> list[Run]:

@@ -548,9 +548,12 @@ class SQLStore:
     # -- leases and recovery -----------------------------------------------------------------
 
     @_shielded
-    async def renew_leases(self, owner: str, lease_seconds: float) -> int:
+    async def renew_leases(self, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
+        if not run_ids:
+            return 0
         async with self._write() as conn:
-            result = await conn.execute(update(runs).where(runs.c.lease_owner == owner, runs.c.status == "running")
+            result = await conn.execute(update(runs).where(runs.c.id.in_(list(run_ids)), runs.c.lease_owner == owner,
+                                                           runs.c.status == "running")
                                         .values(lease_expires_at=time.time() + lease_seconds))
             return int(result.rowcount)
 
