@@ -58,6 +58,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--lease-seconds", type=float, default=15.0,
                    help="a run's lease; a run whose server died is recovered this long after (default: 15)")
     p.add_argument("--heartbeat-seconds", type=float, default=15.0, help="idle time before a `: ping` (default: 15)")
+    p.add_argument("--max-events-per-chat", type=int, default=10_000,
+                   help="events kept per chat for resuming streams (older event ids get 410)")
     p.add_argument("--max-tool-concurrency", type=int, default=8, help="tool calls running at once per chat")
     p.add_argument("--runs-per-minute", type=int, default=60, help="runs one user may start per minute")
     p.add_argument("--tool-calls-per-minute", type=int, default=600, help="tool calls one user may start per minute")
@@ -179,7 +181,8 @@ async def _serve(args: argparse.Namespace) -> None:
                     max_tool_concurrency=args.max_tool_concurrency, runs_per_minute=args.runs_per_minute,
                     tool_calls_per_minute=args.tool_calls_per_minute,
                     max_tool_result_bytes=args.max_tool_result_bytes, redact=tuple(secrets))
-    config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds)
+    config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
+                          max_events_per_chat=args.max_events_per_chat)
     sock = _listen(args.host, args.port)
     clients: list[httpx.AsyncClient] = []
     async with _model(args, spec, clients) as (model, described):
