@@ -18,6 +18,11 @@ def gate() -> Iterator[GateServer]:
     server.stop()
 
 
+@pytest.fixture(autouse=True)
+def _clean_gate(gate: GateServer) -> None:
+    gate.reset()
+
+
 @pytest.fixture
 def serve(db_url: str, gate: GateServer, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """Start `toolwire serve` on this test's fresh database (extra command-line options allowed)."""

@@ -116,6 +116,14 @@ class GateServer:
         with self._lock:
             self.permits[label] = self.permits.get(label, 0) + count
 
+    def reset(self) -> None:
+        """Forget every script, permit and event (each test starts from a clean gate)."""
+        with self._lock:
+            self.scripts.clear()
+            self.permits.clear()
+            self.events.clear()
+            self.peak = self.active
+
     def reset_peak(self) -> None:
         with self._lock:
             self.peak = self.active
@@ -156,11 +164,15 @@ class GateServer:
                 self.peak = max(self.peak, self.active)
                 self.events.append(f"wait:{label}")
             try:
+                polls = 0
                 while True:
                     with self._lock:
                         if self.permits.get(label, 0) > 0:
                             self.permits[label] -= 1
                             break
+                    polls += 1
+                    if polls % 50 == 0 and await request.is_disconnected():
+                        return Response(status_code=499)  # the tool's run was stopped
                     await anyio.sleep(0.002)
             finally:
                 with self._lock:
