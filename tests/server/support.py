@@ -100,6 +100,7 @@ class GateServer:
     scripts: dict[str, Script] = field(default_factory=dict)
     permits: dict[str, int] = field(default_factory=dict)
     waiting: dict[str, int] = field(default_factory=dict)
+    passed: dict[str, int] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
     active: int = 0
     peak: int = 0
@@ -121,6 +122,7 @@ class GateServer:
         with self._lock:
             self.scripts.clear()
             self.permits.clear()
+            self.passed.clear()
             self.events.clear()
             self.peak = self.active
 
@@ -169,6 +171,7 @@ class GateServer:
                     with self._lock:
                         if self.permits.get(label, 0) > 0:
                             self.permits[label] -= 1
+                            self.passed[label] = self.passed.get(label, 0) + 1
                             break
                     polls += 1
                     if polls % 50 == 0 and await request.is_disconnected():

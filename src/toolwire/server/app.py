@@ -166,8 +166,8 @@ def create_app(
         Route(chat + "/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route(chat + "/approvals", decide, methods=["POST"]),
     ]
-    if config.web_dir is not None:
-        routes.append(Mount("/static", StaticFiles(directory=config.web_dir, check_dir=False), name="static"))
+    if config.web_dir is not None and config.web_dir.is_dir():
+        routes.append(Mount("/static", StaticFiles(directory=config.web_dir), name="static"))
     handlers: dict[Any, Any] = {ApiError: handle_api_error, HTTPException: handle_http_exception,
                                 Exception: handle_unexpected}
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
