@@ -135,10 +135,11 @@ async def delete_chat(request: Request) -> Response:
 async def list_messages(request: Request) -> Response:
     server, user = await _caller(request)
     chat = await _chat(request, server, user)
-    after_text = request.query_params.get("after", "0")
-    if not after_text.isdigit() or len(after_text) > 15:
+    after_text = request.query_params.get("after", "0").strip()
+    if not after_text.isascii() or not after_text.isdigit():
         raise ApiError(400, "invalid_request", "`after` must be a sequence number (a whole number, 0 or more).")
-    rows = await server.store.list_messages(chat.id, after=int(after_text))
+    # Beyond any real sequence number there is nothing: clamped so that every database takes it.
+    rows = await server.store.list_messages(chat.id, after=min(int(after_text), 2**31 - 1))
     body = b'{"messages":[' + b",".join(_row_json(row) for row in rows) + b"]}"
     return Response(body, media_type="application/json")
 

@@ -124,7 +124,7 @@ def _json(ref: str, description: str = "OK") -> dict[str, Any]:
 _SSE = {"description": "The run's events as server-sent events (`id: <cursor>` and `data: <event JSON>`), until "
                        "`run_finished`. Headers: `Location` (the chat's stream) and `X-Run-Id`.",
         "headers": {"X-Run-Id": {"schema": {"type": "string"}}, "Location": {"schema": {"type": "string"}}},
-        "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+        "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}}
 
 
 def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
@@ -166,6 +166,19 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                                    "properties": {"approval_id": {"type": "string"}, "call": {"type": "object"}}}}}}]},
         },
         "required": [*chat_props, "active_run", "paused"],
+    }
+    schemas["ServerEvent"] = {
+        "type": "object", "required": ["type", "run_id", "step"],
+        "description": "toolwire's event (`toolwire.events.event_to_dict`) or a run event, with `run_id` and `step`.",
+        "properties": {"type": {"type": "string"}, "run_id": {"type": "string"},
+                       "step": {"type": ["integer", "null"], "minimum": 0}},
+    }
+    schemas["ServerSentEvent"] = {
+        "type": "object", "required": ["data"],
+        "description": "One frame of the stream: `id` is the cursor `<run>-<index>`, `data` the event's JSON.",
+        "properties": {"id": {"type": "string", "pattern": "^[0-9]+-[0-9]+$"}, "event": {"type": "string"},
+                       "data": {"type": "string", "contentMediaType": "application/json",
+                                "contentSchema": {"$ref": _REF.format(model="ServerEvent")}}},
     }
     schemas["Error"] = {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message"],
