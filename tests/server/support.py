@@ -51,7 +51,7 @@ _TAG = re.compile(r"\[\[([\w-]+)\]\]")
 async def until(condition: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
     """Wait (polling) until `condition()` holds."""
     with anyio.fail_after(timeout):
-        while not condition():
+        while not condition():  # noqa: ASYNC110 - the condition is set by another thread or process
             await anyio.sleep(0.005)
 
 
@@ -150,7 +150,7 @@ class GateServer:
             async def body() -> AsyncIterator[bytes]:
                 for number, frame in enumerate(frames):
                     if number:
-                        while not script.take():
+                        while not script.take():  # noqa: ASYNC110 - released from the test's thread
                             await anyio.sleep(0.002)
                     yield frame
                     script.sent += 1

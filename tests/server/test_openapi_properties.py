@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import httpx
 import schemathesis
-from schemathesis import checks
 from hypothesis import HealthCheck, given, seed, settings, strategies as st
+from schemathesis import checks
 
 from tests.server.support import TOKENS, GateServer, ServerProcess
 

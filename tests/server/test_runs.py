@@ -147,7 +147,7 @@ async def test_a_server_killed_mid_tool_leaves_a_usable_chat(serve: Callable[...
     server.start()  # the same database, a new process
     async with server.api() as api:
         with anyio.fail_after(15):
-            while (await api.chat(chat))["active_run"] is not None:
+            while (await api.chat(chat))["active_run"] is not None:  # noqa: ASYNC110 - polling another process
                 await anyio.sleep(0.1)
         rows = await api.rows(chat)
         assert [r["kind"] for r in rows] == ["user", "tools_aggregate"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import anyio
@@ -173,7 +174,7 @@ async def test_idle_followers_get_heartbeats(serve: Callable[..., ServerProcess]
             tg.start_soon(wake_after_three_beats)
             events = [e async for e in read_events(response, heartbeats=beats)]
         assert len(beats) >= 3 and events[-1].data["status"] == "completed"
-        gaps = [later - earlier for earlier, later in zip(beats, beats[1:], strict=False)]
+        gaps = [later - earlier for earlier, later in itertools.pairwise(beats)]
         assert all(0.1 < gap < 1.0 for gap in gaps), gaps
 
 
