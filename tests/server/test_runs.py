@@ -188,3 +188,36 @@ async def test_deleting_a_chat_cancels_its_run_first(server: ServerProcess, gate
         assert finished[-1].type == "run_finished" and finished[-1].data["status"] == "cancelled"
         assert (await api.client.get(f"/api/chats/{chat}")).status_code == 404
         assert chat not in [c["id"] for c in (await api.client.get("/api/chats")).json()["chats"]]
+
+
+async def test_stopping_the_server_interrupts_runs_and_closes_their_streams(serve: Callable[..., ServerProcess],
+                                                                           gate: GateServer) -> None:
+    server = serve("--tool-timeout", "30")
+    gate.script("stop", calls(("sleepy", {"seconds": 0.01, "label": "done-before"}), ("gated", {"label": "stop-tool"})))
+    gate.script("after-stop", text("Up again."))
+    async with server.api() as api:
+        chat = await api.new_chat()
+        events: list[Event] = []
+        async with api.send(chat, "[[stop]] go") as response:
+            async for event in read_events(response):
+                events.append(event)
+                if event.type == "tool_result":
+                    await until(lambda: gate.waiting.get("stop-tool", 0) == 1)
+                    stopping = time.monotonic()
+                    assert server.process is not None
+                    server.process.send_signal(15)  # SIGTERM, as a process manager stops it
+        closed = time.monotonic() - stopping
+    assert events[-1].type == "run_finished" and events[-1].data["status"] == "interrupted"
+    assert closed < 5, f"the stream stayed open {closed:.1f} s after SIGTERM"
+    # uvicorn re-raises the signal once it has shut down, so the process ends the conventional way.
+    assert server.process is not None and server.process.wait(timeout=10) == -15
+    assert "Traceback" not in server.stderr()
+    server.start()
+    async with server.api() as api:
+        assert (await api.chat(chat))["active_run"] is None
+        rows = await api.rows(chat)
+        assert_valid_history(rows)
+        # "cancelled", not "interrupted": the run recorded its own end; nothing was left for recovery.
+        assert [p["result"] for p in rows[1]["messages"][1]["parts"]] == [{"label": "done-before", "slept": 0.01},
+                                                                          {"error": "cancelled"}]
+        assert (await api.run(chat, "[[after-stop]] hi"))[-1].data["status"] == "completed"

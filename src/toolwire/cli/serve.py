@@ -53,6 +53,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--base-url", default=None, help="send model requests to this base URL instead of the provider's")
     p.add_argument("--api-key", default=None, help="the provider's API key (default: its environment variable)")
     p.add_argument("--max-steps", type=int, default=20, help="the most model requests one run may make")
+    p.add_argument("--tool-timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop a tool after this long (its result is then an error the model reads)")
     p.add_argument("--token", default=None, help="the API token of the user 'local' (default: a new random one)")
     p.add_argument("--tokens-file", default=None, metavar="FILE", help="a file of `USER TOKEN` lines")
     p.add_argument("--lease-seconds", type=float, default=15.0,
@@ -82,13 +84,14 @@ class _Factory:
     tools: list[Tool[..., Any]]
     system: str | None
     max_steps: int
+    tool_timeout: float | None = None
     clients: list[httpx.AsyncClient] = field(default_factory=list)
 
     def __call__(self, ctx: Any) -> Any:
         from ..agent import Agent
 
         return Agent(self.model, tools=self.tools, system=self.system, max_steps=self.max_steps, memory=ctx.memory,
-                     max_parallel_tools=ctx.max_parallel_tools)
+                     max_parallel_tools=ctx.max_parallel_tools, tool_timeout=self.tool_timeout)
 
     async def aclose(self) -> None:
         aclose = getattr(self.model, "aclose", None)
@@ -186,7 +189,8 @@ async def _serve(args: argparse.Namespace) -> None:
     sock = _listen(args.host, args.port)
     clients: list[httpx.AsyncClient] = []
     async with _model(args, spec, clients) as (model, described):
-        factory = _Factory(model=model, tools=tools, system=system, max_steps=args.max_steps, clients=clients)
+        factory = _Factory(model=model, tools=tools, system=system, max_steps=args.max_steps,
+                           tool_timeout=args.tool_timeout, clients=clients)
         app = create_app(factory, store=store, tokens=tokens, config=config)
         manager = app.state.toolwire.manager
         uv_config = uvicorn.Config(app, http="httptools", lifespan="on", log_level=args.log_level,

@@ -322,6 +322,8 @@ class Runner:
 
     async def _finish(self, outcome: _Outcome, started: float) -> None:
         await self._flush_saved()
+        self._send.close()
+        self._receive.close()
         usage = usage_dict(outcome.usage)
         duration = round(time.monotonic() - started, 3)
         result = outcome.result
