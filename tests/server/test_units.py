@@ -41,7 +41,7 @@ async def test_the_log_reads_after_any_cursor_and_drops_the_oldest() -> None:
     assert await log.position("c", Cursor(1, 0)) is Position.EXPIRED
     with pytest.raises(CursorExpired):
         await log.read_after("c", Cursor(1, 0))
-    assert [e.cursor for e in await log.read_after("c", Cursor(1, 1))][0] == Cursor(1, 2)
+    assert (await log.read_after("c", Cursor(1, 1)))[0].cursor == Cursor(1, 2)
     assert await log.position("c", Cursor(1, 9)) is Position.BEYOND
     assert await log.position("c", Cursor(7, 0)) is Position.UNKNOWN
     assert await log.last_cursor("c") == Cursor(2, 2)

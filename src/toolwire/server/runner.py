@@ -291,8 +291,8 @@ class Runner:
             await self.store.record_tool_result(self.run_id, safe)
             if safe is not event.result:
                 event = ToolResultEvent(result=safe, duration=event.duration, metadata=event.metadata)
-        elif isinstance(event, MessageEndEvent):
-            await self.store.record_step_message(self.run_id, event.message)
+        elif isinstance(event, MessageEndEvent) and (event.message.tool_calls or event.message.invalid_tool_calls):
+            await self.store.record_step_message(self.run_id, event.message)  # only a round with calls is recovered
         await self.publisher.event(event, step)
 
     async def _publish_saved(self, saved: _Saved) -> None:
