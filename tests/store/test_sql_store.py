@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
@@ -55,6 +56,21 @@ async def start(store: SQLStore, chat_id: str, text_: str = "hi", client_id: str
                                  owner=owner, lease_seconds=lease)
 
 
+async def concurrently(db_url: str, count: int, attempt: Callable[[SQLStore, int], Awaitable[None]]) -> None:
+    """Run `attempt(store, index)` `count` times at once, each with a store (connection pool) of its own, as
+    that many server processes would."""
+    stores = [SQLStore(db_url, migrate=False) for _ in range(count)]
+    for s in stores:
+        await s.open()
+    try:
+        async with anyio.create_task_group() as tg:
+            for index in range(count):
+                tg.start_soon(attempt, stores[index], index)
+    finally:
+        for s in stores:
+            await s.close()
+
+
 async def test_is_a_store_and_a_chat_memory(store: SQLStore) -> None:
     assert isinstance(store, Store)
 
@@ -95,25 +111,16 @@ async def test_a_tool_round_is_one_aggregate_row_and_round_trips_losslessly(stor
 
 
 async def test_eight_concurrent_writers_get_sequence_numbers_1_to_400(db_url: str) -> None:
-    # Eight writers, each with a store (connection pool) of its own, as eight processes would be.
     async with SQLStore(db_url) as setup:
         _, chat_id = await new_chat(setup)
-    stores = [SQLStore(db_url, migrate=False) for _ in range(8)]
-    for s in stores:
-        await s.open()
 
-    async def writer(index: int) -> None:
+    async def writer(store: SQLStore, index: int) -> None:
         for n in range(50):
-            await stores[index].append_messages(chat_id, [Message.user(f"{index}:{n}")])
+            await store.append_messages(chat_id, [Message.user(f"{index}:{n}")])
 
-    try:
-        async with anyio.create_task_group() as tg:
-            for index in range(8):
-                tg.start_soon(writer, index)
-        rows = await stores[0].list_messages(chat_id)
-    finally:
-        for s in stores:
-            await s.close()
+    await concurrently(db_url, 8, writer)
+    async with SQLStore(db_url) as reader:
+        rows = await reader.list_messages(chat_id)
     assert [r.sequence_number for r in rows] == list(range(1, 401))
     for index in range(8):  # each writer's own messages kept their order
         mine = [int(r.messages[0].text.split(":")[1]) for r in rows if r.messages[0].text.startswith(f"{index}:")]
@@ -206,25 +213,16 @@ async def test_one_active_run_per_chat_and_idempotent_starts(store: SQLStore) ->
 async def test_concurrent_starts_let_exactly_one_run_in(db_url: str) -> None:
     async with SQLStore(db_url) as setup:
         _, chat_id = await new_chat(setup)
-    stores = [SQLStore(db_url, migrate=False) for _ in range(4)]
     outcomes: list[str] = []
 
-    async def attempt(index: int) -> None:
+    async def attempt(store: SQLStore, index: int) -> None:
         try:
-            await start(stores[index], chat_id, f"m{index}")
+            await start(store, chat_id, f"m{index}")
             outcomes.append("started")
         except RunConflict:
             outcomes.append("conflict")
 
-    for s in stores:
-        await s.open()
-    try:
-        async with anyio.create_task_group() as tg:
-            for index in range(4):
-                tg.start_soon(attempt, index)
-    finally:
-        for s in stores:
-            await s.close()
+    await concurrently(db_url, 4, attempt)
     assert sorted(outcomes) == ["conflict"] * 3 + ["started"]
 
 
@@ -295,26 +293,17 @@ async def test_approval_ids_that_are_unknown_foreign_decided_or_incomplete_start
 async def test_concurrent_decisions_resume_a_paused_run_once(db_url: str) -> None:
     async with SQLStore(db_url) as setup:
         chat_id, _, ids = await paused_chat(setup)
-    stores = [SQLStore(db_url, migrate=False) for _ in range(4)]
     outcomes: list[str] = []
 
-    async def decide(index: int) -> None:
+    async def decide(store: SQLStore, _index: int) -> None:
         try:
-            await stores[index].resume_run(chat_id, [Decision(approval_id=i, approved=True) for i in ids],
-                                           owner="p", lease_seconds=30)
+            await store.resume_run(chat_id, [Decision(approval_id=i, approved=True) for i in ids], owner="p",
+                                   lease_seconds=30)
             outcomes.append("resumed")
         except (ApprovalDecided, NotPaused):
             outcomes.append("refused")
 
-    for s in stores:
-        await s.open()
-    try:
-        async with anyio.create_task_group() as tg:
-            for index in range(4):
-                tg.start_soon(decide, index)
-    finally:
-        for s in stores:
-            await s.close()
+    await concurrently(db_url, 4, decide)
     assert sorted(outcomes) == ["refused"] * 3 + ["resumed"]
 
 

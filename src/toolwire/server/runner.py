@@ -343,6 +343,11 @@ class Runner:
                 return
             outcome.error = _LeaseLost()
         status, error = _ending(outcome)
+        if outcome.error is not None and outcome.cancelled is None:
+            # The client sees a sentence; the log keeps the whole story (with the traceback when it is ours).
+            unexpected = not isinstance(outcome.error, ToolwireError)
+            logger.log(logging.ERROR if unexpected else logging.WARNING, "Run %s of chat %s failed: %s", self.run_id,
+                       self.chat_id, outcome.error, exc_info=outcome.error if unexpected else None)
         if not await self.store.finish_run(self.run_id, status=status, usage=usage, error=error, steps=self._steps,
                                            event_count=self.publisher.published + 1):
             status, error = "interrupted", _describe(_LeaseLost())

@@ -364,12 +364,7 @@ class SQLStore:
     async def _start_run(self, chat_id: str, user_message: Message, client_message_id: str, owner: str,
                          lease_seconds: float) -> RunStart:
         async with self._write() as conn:
-            # Taking the run number first locks the chat row (PostgreSQL) for the rest of the transaction.
-            counters = (await conn.execute(update(chats).where(chats.c.id == chat_id)
-                                           .values(run_count=chats.c.run_count + 1)
-                                           .returning(chats.c.run_count))).first()
-            if counters is None:
-                raise ChatNotFound(f"There is no chat {chat_id!r}.")
+            run_number = await self._next_run_number(conn, chat_id)
             earlier = (await conn.execute(select(messages).where(
                 messages.c.chat_id == chat_id, messages.c.client_message_id == client_message_id))).first()
             if earlier is not None:
@@ -384,13 +379,24 @@ class SQLStore:
             active = await self._run_where(conn, runs.c.chat_id == chat_id, runs.c.status.in_(ACTIVE_STATUSES))
             if active is not None:
                 raise _conflict(active)
-            run = Run(id=new_id("run"), chat_id=chat_id, run_number=counters.run_count, status="running",
+            run = Run(id=new_id("run"), chat_id=chat_id, run_number=run_number, status="running",
                       client_message_id=client_message_id, lease_owner=owner,
                       lease_expires_at=time.time() + lease_seconds)
             await self._insert_run(conn, run)
             [row] = await self._insert_rows(conn, chat_id, [("user", [user_message])], run_id=run.id,
                                             client_message_id=client_message_id)
         return RunStart(run=run, user_row=row, created=True)
+
+    @staticmethod
+    async def _next_run_number(conn: AsyncConnection, chat_id: str) -> int:
+        """Take the chat's next run number; this also locks the chat row (PostgreSQL) until the transaction ends,
+        so run starts and decisions on one chat happen one after another."""
+        number = (await conn.execute(update(chats).where(chats.c.id == chat_id)
+                                     .values(run_count=chats.c.run_count + 1)
+                                     .returning(chats.c.run_count))).scalar_one_or_none()
+        if number is None:
+            raise ChatNotFound(f"There is no chat {chat_id!r}.")
+        return int(number)
 
     async def _insert_run(self, conn: AsyncConnection, run: Run, *, step_message: str | None = None) -> None:
         await conn.execute(insert(runs).values(
@@ -405,11 +411,7 @@ class SQLStore:
         if len(set(ids)) != len(ids):
             raise ApprovalsIncomplete("The request decides the same approval twice; send one decision per approval.")
         async with self._write() as conn:
-            counters = (await conn.execute(update(chats).where(chats.c.id == chat_id)
-                                           .values(run_count=chats.c.run_count + 1)
-                                           .returning(chats.c.run_count))).first()
-            if counters is None:
-                raise ChatNotFound(f"There is no chat {chat_id!r}.")
+            run_number = await self._next_run_number(conn, chat_id)
             found = {row.id: _approval(row) for row in await conn.execute(
                 select(approvals).where(approvals.c.id.in_(ids), approvals.c.chat_id == chat_id))}
             for approval_id in ids:
@@ -449,7 +451,7 @@ class SQLStore:
                                        .values(status="resumed"))
             if moved.rowcount != 1:
                 raise ApprovalDecided("The paused run was resumed by another request a moment ago.")
-            run = Run(id=new_id("run"), chat_id=chat_id, run_number=counters.run_count, status="running",
+            run = Run(id=new_id("run"), chat_id=chat_id, run_number=run_number, status="running",
                       resumed_from=paused.run.id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds)
             await self._insert_run(conn, run)
         return Resumption(run=run, paused=paused, decisions=decided)
