@@ -301,11 +301,12 @@ class Runner:
         saved.published = True
         ends_step = any(row.role == "assistant" for row in saved.rows)
         step = self._step if ends_step else None
-        for row in saved.rows:
-            await self.publisher.run_event("message_saved", step, row=row.to_dict())
-        if ends_step and self._step is not None:
-            await self.publisher.run_event("step_finished", self._step)
-            self._step = None
+        with anyio.CancelScope(shield=True):  # a round's rows and its step_finished go out together
+            for row in saved.rows:
+                await self.publisher.run_event("message_saved", step, row=row.to_dict())
+            if ends_step and self._step is not None:
+                await self.publisher.run_event("step_finished", self._step)
+                self._step = None
 
     async def _flush_saved(self) -> None:
         """Rows stored while the consumer was stopped (a cancelled run's last round) are published now."""
