@@ -24,15 +24,26 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-async def test_serve_without_arguments_runs_a_multi_tool_chat_offline(tmp_path: Path) -> None:
+def start_serve(folder: Path) -> tuple[subprocess.Popen[bytes], list[str]]:
+    """`toolwire serve --port 0` in `folder`, and what it printed up to the URL to open."""
     process = subprocess.Popen([sys.executable, "-m", "toolwire", "serve", "--port", "0", "--fake-delay", "0"],
-                               cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               cwd=folder, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(line.startswith("Open ") for line in lines):
+        lines.append(process.stdout.readline().decode())
+    return process, lines
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=20)  # also closes the pipes
+
+
+async def test_serve_without_arguments_runs_a_multi_tool_chat_offline(tmp_path: Path) -> None:
+    process, lines = start_serve(tmp_path)
     try:
-        assert process.stdout is not None
-        lines: list[str] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any(line.startswith("Open ") for line in lines):
-            lines.append(process.stdout.readline().decode())
         opened = next(line for line in lines if line.startswith("Open "))
         found = re.fullmatch(r"Open (http://127\.0\.0\.1:\d+)/#token=(\S+)\n", opened)
         assert found, lines
@@ -49,14 +60,13 @@ async def test_serve_without_arguments_runs_a_multi_tool_chat_offline(tmp_path: 
         results = [e.data["result"] for e in events if e.type == "tool_result"]
         assert sorted(r["name"] for r in results) == ["book_table", "convert_currency", "find_restaurants",
                                                       "get_weather"]
-        assert [r["name"] for r in results][0] == "book_table"  # the quickest finishes first (and fails)
+        assert results[0]["name"] == "book_table"  # the quickest finishes first (and fails)
         assert events[-1].data["status"] == "completed"
         assert [r["kind"] for r in rows] == ["user", "tools_aggregate", "assistant"]
         assert title == "Plan my evening"
         assert (tmp_path / "toolwire.db").is_file()
     finally:
-        process.send_signal(signal.SIGINT)
-        process.communicate(timeout=20)  # also closes the pipes
+        stop(process)
     assert process.returncode == 130
 
 
