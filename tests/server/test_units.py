@@ -116,6 +116,7 @@ def test_results_are_redacted_and_capped_with_a_marker() -> None:
     assert message.tool_results_parts[0].result == "[REDACTED]"
     odd = policy.value({1: object()})  # not JSON: made plain JSON (here its text), never an error
     assert isinstance(odd, str) and orjson.loads(orjson.dumps(odd)) == odd
+    assert policy.value({"n": 2**70}) == "{'n': 1180591620717411303424}"  # beyond what JSON encoders take
 
 
 @pytest.mark.anyio

@@ -127,7 +127,11 @@ class ResultPolicy:
             data = orjson.dumps(value)
         except TypeError:  # not plain JSON: made plain the way the agent makes tool return values
             value = to_jsonable(value)
-            data = orjson.dumps(value)
+            try:
+                data = orjson.dumps(value)
+            except TypeError:  # still not (integers beyond 64 bits, say): its text, rather than a failed run
+                value = str(value)
+                data = orjson.dumps(value)
         if self.secrets and any(s.encode() in data for s in self.secrets):
             value = self._redact(value)
             data = orjson.dumps(value)
