@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "run": "run",
     "providers": "providers",
     "demo": "demo",
+    "serve": "serve",
 }
 
 

@@ -1,0 +1,251 @@
+"""`toolwire serve`: the chat server, with nothing to configure.
+
+    toolwire serve                                   # ./toolwire.db, offline fake model, demo tools
+    toolwire serve --model anthropic:claude-haiku-4-5 --tools mytools:TOOLS --db postgresql://...
+
+Without `--model` it uses the offline fake provider (`FakeProviderServer` in automatic mode on a
+loopback port, real HTTP) with the demo tools, unless a provider key is set in the environment, in
+which case it says which model it picked (`--model fake` keeps the fake). Without `--token` or
+`--tokens-file` it makes a token for the user `local` and prints the URL to open, which carries it.
+
+Ctrl-C (or SIGTERM) stops accepting runs, interrupts the running ones (each records its end and its
+followers get `run_finished`), then exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+
+from ..exceptions import ToolwireError, UserError
+from ..models import Model, get_model
+from ..tools import Tool
+from ._render import error_line
+from ._tools import check_model, load_tools
+
+_FAKE = "fake"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run the chat server (HTTP API, event stream, web client)",
+                       description="Serve chats over HTTP: runs outlive their requests, events stream as SSE and "
+                                   "resume at any event id. With no options: SQLite in ./toolwire.db and an offline "
+                                   "fake model with the demo tools.")
+    p.add_argument("--db", default="toolwire.db", metavar="URL",
+                   help="sqlite:///path.db (or a path), or postgresql://user:password@host/db (default: toolwire.db)")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="the port (default: 8000; 0 picks a free one)")
+    p.add_argument("--model", "-m", default=None, metavar="PROVIDER:MODEL",
+                   help="the model (default: the offline fake, or a provider whose key is set); 'fake' for the fake")
+    p.add_argument("--tools", action="append", default=[], metavar="MODULE:OBJECT",
+                   help="tools to offer (repeatable): a @tool, a function or a list of them (default: the demo tools)")
+    p.add_argument("--system", default=None, help="a system prompt")
+    p.add_argument("--base-url", default=None, help="send model requests to this base URL instead of the provider's")
+    p.add_argument("--api-key", default=None, help="the provider's API key (default: its environment variable)")
+    p.add_argument("--max-steps", type=int, default=20, help="the most model requests one run may make")
+    p.add_argument("--tool-timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop a tool after this long (its result is then an error the model reads)")
+    p.add_argument("--token", default=None, help="the API token of the user 'local' (default: a new random one)")
+    p.add_argument("--tokens-file", default=None, metavar="FILE", help="a file of `USER TOKEN` lines")
+    p.add_argument("--lease-seconds", type=float, default=15.0,
+                   help="a run's lease; a run whose server died is recovered this long after (default: 15)")
+    p.add_argument("--heartbeat-seconds", type=float, default=15.0, help="idle time before a `: ping` (default: 15)")
+    p.add_argument("--max-events-per-chat", type=int, default=10_000,
+                   help="events kept per chat for resuming streams (older event ids get 410)")
+    p.add_argument("--max-tool-concurrency", type=int, default=8, help="tool calls running at once per chat")
+    p.add_argument("--runs-per-minute", type=int, default=60, help="runs one user may start per minute")
+    p.add_argument("--tool-calls-per-minute", type=int, default=600, help="tool calls one user may start per minute")
+    p.add_argument("--max-body-bytes", type=int, default=1_000_000, help="largest request body")
+    p.add_argument("--max-message-chars", type=int, default=32_000, help="longest message text")
+    p.add_argument("--max-tool-result-bytes", type=int, default=65_536, help="largest tool result kept and streamed")
+    p.add_argument("--redact", action="append", default=[], metavar="SECRET",
+                   help="a secret to replace by [REDACTED] in tool results (repeatable; the API key always is)")
+    p.add_argument("--fake-delay", type=float, default=0.02,
+                   help="seconds between the fake model's stream frames (default: 0.02)")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=run)
+
+
+@dataclass
+class _Factory:
+    """Builds each run's agent around one shared model (one HTTP connection pool for every run)."""
+
+    model: Model
+    tools: list[Tool[..., Any]]
+    system: str | None
+    max_steps: int
+    tool_timeout: float | None = None
+    clients: list[httpx.AsyncClient] = field(default_factory=list)
+
+    def __call__(self, ctx: Any) -> Any:
+        from ..agent import Agent
+
+        return Agent(self.model, tools=self.tools, system=self.system, max_steps=self.max_steps, memory=ctx.memory,
+                     max_parallel_tools=ctx.max_parallel_tools, tool_timeout=self.tool_timeout)
+
+    async def aclose(self) -> None:
+        aclose = getattr(self.model, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        for client in self.clients:
+            await client.aclose()
+
+
+def _pick_model(args: argparse.Namespace) -> str:
+    if args.model:
+        return str(args.model)
+    if args.base_url:
+        raise UserError("--base-url needs --model too (provider:model), to say which wire protocol to speak.")
+    from .demo import DEFAULT_MODELS, available_providers
+
+    for name, variable in available_providers():
+        if name in DEFAULT_MODELS:
+            print(f"toolwire serve: {variable} is set, so the model is {name}:{DEFAULT_MODELS[name]} "
+                  "(use --model fake for the offline fake model).", flush=True)
+            return f"{name}:{DEFAULT_MODELS[name]}"
+    return _FAKE
+
+
+@asynccontextmanager
+async def _model(args: argparse.Namespace, spec: str, factory_clients: list[httpx.AsyncClient]) -> AsyncIterator[
+        tuple[Model, str]]:
+    if spec != _FAKE:
+        check_model(spec, api_key=args.api_key)
+        yield get_model(spec, api_key=args.api_key, base_url=args.base_url), spec
+        return
+    from ..testing import AutoResponder, FakeProviderServer
+
+    responder = AutoResponder(delay=args.fake_delay)
+    async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
+        # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
+        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0))
+        factory_clients.append(client)
+        yield (get_model(f"{server.provider}:demo-model", base_url=server.base_url, api_key="demo",
+                         http_client=client),
+               f"the offline fake model (a fake OpenAI-compatible server on {server.url})")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port "
+                        "(0 picks a free one).") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from ..demo_tools import DEMO_SYSTEM, DEMO_TOOLS
+    from ..server import Limits, ServerConfig, create_app
+    from ..server.auth import generate_token, read_tokens_file
+    from ..store import SQLStore
+    from ..store._engine import redacted_url
+
+    if args.token and args.tokens_file:
+        raise UserError("Give --token or --tokens-file, not both.")
+    if args.tokens_file:
+        tokens = read_tokens_file(args.tokens_file)
+    else:
+        token = args.token or generate_token()
+        if len(token) < 16:
+            raise UserError("--token must be at least 16 characters long; use a long random string.")
+        tokens = {"local": [token]}
+    tools = load_tools(args.tools) if args.tools else list(DEMO_TOOLS)
+    system = args.system if args.system is not None else (DEMO_SYSTEM if not args.tools else None)
+    spec = _pick_model(args)
+    store = SQLStore(args.db)
+    secrets = list(args.redact)
+    if args.api_key:
+        secrets.append(args.api_key)
+    elif spec != _FAKE:
+        from ..providers import get_provider
+
+        provider = get_provider(spec.partition(":")[0])
+        secrets.extend(value for v in provider.api_key_env if (value := os.environ.get(v)))
+    limits = Limits(max_body_bytes=args.max_body_bytes, max_message_chars=args.max_message_chars,
+                    max_tool_concurrency=args.max_tool_concurrency, runs_per_minute=args.runs_per_minute,
+                    tool_calls_per_minute=args.tool_calls_per_minute,
+                    max_tool_result_bytes=args.max_tool_result_bytes, redact=tuple(secrets))
+    config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
+                          max_events_per_chat=args.max_events_per_chat)
+    sock = _listen(args.host, args.port)
+    clients: list[httpx.AsyncClient] = []
+    async with _model(args, spec, clients) as (model, described):
+        factory = _Factory(model=model, tools=tools, system=system, max_steps=args.max_steps,
+                           tool_timeout=args.tool_timeout, clients=clients)
+        app = create_app(factory, store=store, tokens=tokens, config=config)
+        manager = app.state.toolwire.manager
+        uv_config = uvicorn.Config(app, http="httptools", lifespan="on", log_level=args.log_level,
+                                   access_log=args.log_level in ("debug", "info"), ws="none",
+                                   timeout_graceful_shutdown=int(config.shutdown_grace_seconds) + 2)
+        server = _uvicorn_server(uv_config, manager.begin_shutdown)
+        port = sock.getsockname()[1]
+        shown = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+        base = f"http://{'[' + shown + ']' if ':' in shown else shown}:{port}"
+
+        async def announce() -> None:
+            while not server.started:
+                if server.should_exit:
+                    return
+                await anyio.sleep(0.02)
+            tool_names = ", ".join(t.name for t in tools) or "none"
+            print(f"toolwire serve · {redacted_url(store.url)} · {described} · tools: {tool_names}", flush=True)
+            print(f"Listening on {base}", flush=True)
+            if args.tokens_file:
+                print(f"Tokens: {len(tokens)} user(s) from {args.tokens_file}. Open {base}/#token=<your token>",
+                      flush=True)
+            else:
+                print(f"Open {base}/#token={tokens['local'][0]}", flush=True)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(announce)
+            await server.serve(sockets=[sock])
+            tg.cancel_scope.cancel()
+
+
+def _uvicorn_server(config: Any, on_exit: Callable[[], Coroutine[Any, Any, None]]) -> Any:
+    """uvicorn's server, also telling the run manager to wind down the moment a stop is asked for, so that
+    streams end (with `run_finished`) instead of holding the shutdown until its timeout."""
+    import uvicorn
+
+    tasks: set[asyncio.Task[None]] = set()
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.should_exit:
+                task = asyncio.get_running_loop().create_task(on_exit())
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            super().handle_exit(sig, frame)
+
+    return Server(config)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        anyio.run(_serve, args)
+    except (ToolwireError, OSError) as exc:
+        sys.stdout.flush()
+        sys.stderr.write(error_line(exc) + "\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,50 @@
+"""The chat server: runs that outlive their requests, an SSE stream that resumes at any event, approvals.
+
+    toolwire serve                       # SQLite in ./toolwire.db, the offline fake model, the demo tools
+
+or, in your own ASGI stack:
+
+    from toolwire.server import ChatContext, create_app
+
+    app = create_app(lambda ctx: Agent(model, tools=tools, memory=ctx.memory,
+                                       max_parallel_tools=ctx.max_parallel_tools),
+                     store="postgresql://user:password@host/db")
+
+Layout: `app` (the application and its lifespan), `routes` (one handler per endpoint), `runs` (the run
+manager: leases, recovery, ordering), `runner` (one run, persisted and published in order), `events`
+(the event vocabulary), `eventlog` (cursors and the per-chat log), `sse` (following and streaming),
+`encode/` (one encoder per browser protocol), `approvals` (the paused state), `auth`, `limits`,
+`signals`, `schemas` (request bodies and the OpenAPI document), `errors`.
+"""
+
+from .app import WEB_DIR as WEB_DIR, ServerConfig as ServerConfig, create_app as create_app
+from .eventlog import (
+    Cursor as Cursor,
+    CursorExpired as CursorExpired,
+    EventLog as EventLog,
+    InMemoryEventLog as InMemoryEventLog,
+    LogEntry as LogEntry,
+    Position as Position,
+)
+from .limits import Limits as Limits, MemoryRateLimiter as MemoryRateLimiter, RateLimiter as RateLimiter
+from .runner import AgentFactory as AgentFactory, ChatContext as ChatContext
+from .signals import LocalSignals as LocalSignals, RunSignals as RunSignals
+
+__all__ = [
+    "WEB_DIR",
+    "AgentFactory",
+    "ChatContext",
+    "Cursor",
+    "CursorExpired",
+    "EventLog",
+    "InMemoryEventLog",
+    "Limits",
+    "LocalSignals",
+    "LogEntry",
+    "MemoryRateLimiter",
+    "Position",
+    "RateLimiter",
+    "RunSignals",
+    "ServerConfig",
+    "create_app",
+]

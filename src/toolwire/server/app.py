@@ -1,0 +1,175 @@
+"""`create_app`: the chat server as a Starlette application, to run with uvicorn or mount anywhere.
+
+    from toolwire import Agent
+    from toolwire.server import ChatContext, create_app
+
+    def make_agent(ctx: ChatContext) -> Agent:
+        return Agent(model, tools=[...], memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools)
+
+    app = create_app(make_agent, store="sqlite:///chats.db", tokens={"alice": ["a-long-random-token"]})
+
+The app's lifespan opens the store (running migrations), registers the configured tokens, starts the
+run manager (which first recovers runs a dead process left) and, on shutdown, interrupts running runs
+so that they record their end and their followers close, then closes the store.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..store import SQLStore, Store
+from .errors import ApiError, handle_api_error, handle_http_exception, handle_unexpected
+from .eventlog import EventLog, InMemoryEventLog
+from .limits import Limits, MemoryRateLimiter, RateLimiter, ResultPolicy
+from .routes import (
+    ServerState,
+    cancel_run,
+    create_chat,
+    decide,
+    delete_chat,
+    get_chat,
+    healthz,
+    index,
+    list_chats,
+    list_messages,
+    openapi,
+    post_message,
+    readyz,
+    stream,
+    update_chat,
+)
+from .runner import AgentFactory
+from .runs import RunManager
+from .schemas import openapi_document
+from .signals import LocalSignals, RunSignals
+
+__all__ = ["WEB_DIR", "ServerConfig", "create_app"]
+
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+"""Where the web client's files are (served at `/` and `/static/...` when present)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    """How the server behaves; every field has a working default.
+
+    Attributes:
+        limits: Request, chat and user limits (see `Limits`).
+        lease_seconds: How long a run's lease lasts without renewal (renewed every third of it). A run
+            whose process died is recovered once its lease expired, so this bounds how long its chat
+            stays busy after a crash.
+        heartbeat_seconds: Idle time after which a follower gets a `: ping` comment.
+        shutdown_grace_seconds: On shutdown, how long running runs get to record their end.
+        max_events_per_chat: Events kept per chat in the in-memory log (older cursors get 410).
+        log_retention_seconds: How long a chat's events are kept after its last run ended.
+        web_dir: The web client's folder (`None` to serve none).
+    """
+
+    limits: Limits = field(default_factory=Limits)
+    lease_seconds: float = 15.0
+    heartbeat_seconds: float = 15.0
+    shutdown_grace_seconds: float = 5.0
+    max_events_per_chat: int = 10_000
+    log_retention_seconds: float = 900.0
+    web_dir: Path | None = WEB_DIR
+
+
+def create_app(
+    agent_factory: AgentFactory,
+    *,
+    store: Store | str | None = None,
+    tokens: Mapping[str, Sequence[str]] | None = None,
+    config: ServerConfig | None = None,
+    event_log: EventLog | None = None,
+    signals: RunSignals | None = None,
+    rate_limiter: RateLimiter | None = None,
+) -> Starlette:
+    """The chat server application.
+
+    Args:
+        agent_factory: Called for every run with a `ChatContext`; returns the `Agent` (sync or async).
+            Build it with `memory=ctx.memory` and `max_parallel_tools=ctx.max_parallel_tools`. If the
+            factory has an `aclose()`, it is awaited at shutdown (to close a shared model's client).
+        store: A `Store`, or a database URL for an `SQLStore` (default `sqlite:///toolwire.db`).
+        tokens: User name → API tokens to accept (replacing the tokens configured earlier); tokens
+            already in the store (added with `Store.add_token`) stay valid either way.
+        config: Limits, leases, heartbeats (see `ServerConfig`).
+        event_log: Where events are published and followed (default: this process's memory).
+        signals: How cancellation reaches a run (default: within this process).
+        rate_limiter: Per-user rate limits (default: counted in this process, from `config.limits`).
+    """
+    config = config or ServerConfig()
+    limits = config.limits
+    the_store: Store = store if store is not None and not isinstance(store, str) else SQLStore(store or "toolwire.db")
+    log = event_log or InMemoryEventLog(max_events_per_chat=config.max_events_per_chat,
+                                        retention_seconds=config.log_retention_seconds)
+    manager = RunManager(
+        store=the_store, log=log, signals=signals or LocalSignals(), factory=agent_factory, limits=limits,
+        limiter=rate_limiter or MemoryRateLimiter(limits.runs_per_minute, limits.tool_calls_per_minute),
+        policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
+        lease_seconds=config.lease_seconds,
+    )
+    state = ServerState(store=the_store, manager=manager, log=log, limits=limits, heartbeat=config.heartbeat_seconds,
+                        openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),
+                        web_dir=config.web_dir)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        await the_store.open()
+        try:
+            if tokens is not None:
+                await the_store.replace_tokens(tokens)
+            async with anyio.create_task_group() as tg:
+                await manager.start(tg)
+                try:
+                    yield
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await manager.begin_shutdown()
+                        await manager.wait_idle(config.shutdown_grace_seconds)
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                closer = getattr(agent_factory, "aclose", None)
+                if closer is not None:
+                    outcome = closer()
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                await the_store.close()
+
+    chat = "/api/chats/{chat_id}"
+    routes: list[Route | Mount] = [
+        Route("/", index, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/api/chats", create_chat, methods=["POST"]),
+        Route("/api/chats", list_chats, methods=["GET"]),
+        Route(chat, get_chat, methods=["GET"]),
+        Route(chat, update_chat, methods=["PATCH"]),
+        Route(chat, delete_chat, methods=["DELETE"]),
+        Route(chat + "/messages", list_messages, methods=["GET"]),
+        Route(chat + "/messages", post_message, methods=["POST"]),
+        Route(chat + "/stream", stream, methods=["GET"]),
+        Route(chat + "/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+        Route(chat + "/approvals", decide, methods=["POST"]),
+    ]
+    if config.web_dir is not None and config.web_dir.is_dir():
+        routes.append(Mount("/static", StaticFiles(directory=config.web_dir), name="static"))
+    handlers: dict[Any, Any] = {ApiError: handle_api_error, HTTPException: handle_http_exception,
+                                Exception: handle_unexpected}
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
+    app.state.toolwire = state
+    return app

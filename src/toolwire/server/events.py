@@ -1,0 +1,99 @@
+"""The server's event stream: toolwire's own events plus the run's, in one envelope, published in order.
+
+Every event is a JSON object with `type`, `run_id` and `step` (the 0-based model request of the run,
+`null` for run-level events). Model and agent events are exactly `toolwire.events.event_to_dict`; the
+run adds `run_started`, `step_started`, `approval_required`, `message_saved`, `step_finished` and
+`run_finished` (always last). This one stream feeds every consumer: the event log, and through it
+each browser protocol's encoder (`encode/`).
+
+`RunPublisher` numbers a run's events (the cursor's index) and encodes each once to JSON bytes.
+The per-chunk events (text, thinking, argument fragments) are turned into dicts by hand: one is made
+per streamed chunk, and going through pydantic for each would cost more than all the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import orjson
+
+from ..events import Event, TextDelta, ThinkingDelta, ToolCallDelta, ToolResultEvent, Usage, event_to_dict
+from ..messages import to_jsonable
+from .eventlog import Cursor, EventLog, LogEntry
+
+__all__ = ["RUN_EVENT_TYPES", "RunPublisher", "model_event", "usage_dict"]
+
+RUN_EVENT_TYPES: Final = ("run_started", "step_started", "approval_required", "message_saved", "step_finished",
+                          "run_finished")
+
+
+def model_event(event: Event) -> dict[str, Any]:
+    """A model or agent event as the JSON object `event_to_dict` makes (without `run_id` and `step`)."""
+    kind = type(event)
+    if kind is TextDelta or kind is ThinkingDelta:
+        return {"type": event.type, "text": event.text}  # type: ignore[union-attr]
+    if kind is ToolCallDelta:
+        assert isinstance(event, ToolCallDelta)
+        return {"type": "tool_call_delta", "id": event.id, "index": event.index,
+                "arguments_delta": event.arguments_delta, "arguments": event.arguments}
+    if kind is ToolResultEvent:
+        # A tool's metadata may hold anything: made plain JSON here rather than failing the run.
+        assert isinstance(event, ToolResultEvent)
+        result = event.result
+        return {"type": "tool_result",
+                "result": {"call_id": result.call_id, "name": result.name, "result": result.result,
+                           "is_error": result.is_error, "type": "tool_result"},
+                "duration": event.duration, "metadata": to_jsonable(event.metadata)}
+    return event_to_dict(event)
+
+
+def usage_dict(usage: Usage | Mapping[str, Any] | None) -> dict[str, int | None]:
+    """Usage as the API shows it: all five counts, each an int or null."""
+    keys = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+    if usage is None:
+        return dict.fromkeys(keys)
+    if isinstance(usage, Usage):
+        return {key: getattr(usage, key) for key in keys}
+    return {key: usage.get(key) for key in keys}
+
+
+class RunPublisher:
+    """Publishes one run's events into its chat's log, numbering them `<run_number>-1`, `-2`, ..."""
+
+    __slots__ = ("_index", "chat_id", "log", "run_id", "run_number")
+
+    def __init__(self, log: EventLog, *, chat_id: str, run_id: str, run_number: int, last_index: int = 0) -> None:
+        self.log = log
+        self.chat_id = chat_id
+        self.run_id = run_id
+        self.run_number = run_number
+        self._index = last_index
+
+    @property
+    def published(self) -> int:
+        """How many events of the run were published (the index of the last one)."""
+        return self._index
+
+    def _entry(self, data: dict[str, Any], step: int | None) -> LogEntry:
+        self._index += 1
+        data["run_id"] = self.run_id
+        data["step"] = step
+        return LogEntry(Cursor(self.run_number, self._index), data["type"], data, orjson.dumps(data))
+
+    async def event(self, event: Event, step: int | None) -> LogEntry:
+        """Publish a model or agent event."""
+        entry = self._entry(model_event(event), step)
+        await self.log.append(self.chat_id, [entry])
+        return entry
+
+    async def run_event(self, type_: str, step: int | None, **fields: Any) -> LogEntry:
+        """Publish one of the run's own events."""
+        entry = self._entry({"type": type_, **fields}, step)
+        await self.log.append(self.chat_id, [entry])
+        return entry
+
+    async def run_events(self, events: Sequence[tuple[str, int | None, dict[str, Any]]]) -> None:
+        """Publish several run events at once (nothing else of the chat can come between them)."""
+        entries = [self._entry({"type": type_, **fields}, step) for type_, step, fields in events]
+        await self.log.append(self.chat_id, entries)

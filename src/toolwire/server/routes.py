@@ -1,0 +1,291 @@
+"""The HTTP API: one handler per route (the contract is README's Server section and `/openapi.json`).
+
+Every `/api` handler first authenticates the caller and then looks the chat up *as that user's*: a chat
+of another user is exactly as absent as one that never existed (404 on every route). Handlers never
+run agent code: they store, ask the run manager, and follow the chat's event log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, Response
+
+from ..store import Chat, Decision, Store, User, iso
+from .approvals import paused_view
+from .auth import authenticate
+from .encode import NativeEncoder
+from .errors import ApiError
+from .eventlog import Cursor, EventLog, Position
+from .limits import Limits
+from .runs import RunManager
+from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
+from .sse import EventStreamResponse, follow
+
+__all__ = ["ServerState"]
+
+_MAX_ID = 200
+
+
+@dataclass(slots=True, kw_only=True)
+class ServerState:
+    """What the handlers share (`app.state.toolwire`)."""
+
+    store: Store
+    manager: RunManager
+    log: EventLog
+    limits: Limits
+    heartbeat: float
+    openapi: bytes
+    web_dir: Path | None
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json", headers=headers)
+
+
+def _server(request: Request) -> ServerState:
+    state: ServerState = request.app.state.toolwire
+    return state
+
+
+async def _caller(request: Request) -> tuple[ServerState, User]:
+    server = _server(request)
+    return server, await authenticate(request, server.store)
+
+
+async def _chat(request: Request, server: ServerState, user: User) -> Chat:
+    chat_id = request.path_params["chat_id"]
+    chat = None
+    if len(chat_id) <= _MAX_ID and "\x00" not in chat_id:
+        chat = await server.store.get_chat(user.id, chat_id)
+    if chat is None:
+        raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
+    return chat
+
+
+def _chat_json(chat: Chat) -> dict[str, Any]:
+    return {"id": chat.id, "title": chat.title, "created_at": iso(chat.created_at), "updated_at": iso(chat.updated_at)}
+
+
+def _title(value: str, limits: Limits) -> str:
+    title = value.strip()
+    if len(title) > limits.max_title_chars:
+        raise ApiError(422, "invalid_request", f"The title is longer than {limits.max_title_chars} characters; "
+                                               "shorten it.")
+    return title
+
+
+def _title_from(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 60 else line[:59].rstrip() + "…"
+
+
+# -- chats -----------------------------------------------------------------------------------
+
+async def create_chat(request: Request) -> Response:
+    server, user = await _caller(request)
+    body = await read_body(request, ChatCreate, server.limits.max_body_bytes)
+    chat = await server.store.create_chat(user.id, _title(body.title or "", server.limits))
+    return _json(_chat_json(chat), 201)
+
+
+async def list_chats(request: Request) -> Response:
+    server, user = await _caller(request)
+    return _json({"chats": [_chat_json(c) for c in await server.store.list_chats(user.id)]})
+
+
+async def get_chat(request: Request) -> Response:
+    server, user = await _caller(request)
+    chat = await _chat(request, server, user)
+    active = await server.store.active_run(chat.id)
+    paused = await server.store.paused_run(chat.id)
+    active_run = None
+    if active is not None:
+        last = await server.log.last_cursor(chat.id, active.run_number)
+        active_run = {"run_id": active.id, "status": "running", "run_number": active.run_number,
+                      "last_event_id": str(last) if last is not None else None}
+    return _json({**_chat_json(chat), "active_run": active_run,
+                  "paused": paused_view(paused) if paused is not None else None})
+
+
+async def update_chat(request: Request) -> Response:
+    server, user = await _caller(request)
+    chat = await _chat(request, server, user)
+    body = await read_body(request, ChatUpdate, server.limits.max_body_bytes)
+    renamed = await server.store.rename_chat(user.id, chat.id, _title(body.title, server.limits))
+    if renamed is None:  # deleted a moment ago
+        raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
+    return _json(_chat_json(renamed))
+
+
+async def delete_chat(request: Request) -> Response:
+    server, user = await _caller(request)
+    chat = await _chat(request, server, user)
+    await server.manager.delete_chat(user, chat)
+    return Response(status_code=204)
+
+
+# -- messages and runs ------------------------------------------------------------------------
+
+async def list_messages(request: Request) -> Response:
+    server, user = await _caller(request)
+    chat = await _chat(request, server, user)
+    after_text = request.query_params.get("after", "0").strip()
+    if not after_text.isascii() or not after_text.isdigit():
+        raise ApiError(400, "invalid_request", "`after` must be a sequence number (a whole number, 0 or more).")
+    # Beyond any real sequence number there is nothing: clamped so that every database takes it.
+    rows = await server.store.list_messages(chat.id, after=min(int(after_text), 2**31 - 1))
+    body = b'{"messages":[' + b",".join(_row_json(row) for row in rows) + b"]}"
+    return Response(body, media_type="application/json")
+
+
+def _row_json(row: Any) -> bytes:
+    # The stored JSON goes out as it is: no parsing, no re-encoding.
+    return orjson.dumps({"id": row.id, "sequence_number": row.sequence_number, "kind": row.kind, "role": row.role,
+                         "run_id": row.run_id, "created_at": iso(row.created_at),
+                         "messages": orjson.Fragment(row.message_json)})
+
+
+def _follow_response(server: ServerState, chat: Chat, after: Cursor, *, run_id: str | None = None,
+                     cancel_on_disconnect: bool = False) -> Response:
+    headers = {"Location": f"/api/chats/{chat.id}/stream"}
+    if run_id is not None:
+        headers["X-Run-Id"] = run_id
+    on_disconnect = None
+    if cancel_on_disconnect and run_id is not None:
+        async def cancel() -> None:
+            await server.manager.signals.cancel(run_id, "cancel")
+
+        on_disconnect = cancel
+    encoder = NativeEncoder()
+    frames = follow(server.log, chat.id, after, encoder, heartbeat=server.heartbeat)
+    return EventStreamResponse(frames, media_type=encoder.media_type, headers=headers, on_disconnect=on_disconnect)
+
+
+async def post_message(request: Request) -> Response:
+    server, user = await _caller(request)
+    chat = await _chat(request, server, user)
+    body = await read_body(request, MessageIn, server.limits.max_body_bytes)
+    if not body.text.strip():
+        raise ApiError(422, "invalid_request", "The message text is empty; send some text.")
+    if len(body.text) > server.limits.max_message_chars:
+        raise ApiError(422, "message_too_long", f"The message is longer than {server.limits.max_message_chars:,} "
+                                                "characters; shorten it or split it.")
+    handle = await server.manager.send_message(user, chat, body.text, body.client_message_id)
+    first = Cursor(handle.run.run_number, 0)
+    if handle.created and not chat.title:
+        await server.store.rename_chat(user.id, chat.id, _title_from(body.text))
+    if not handle.created and await server.log.position(chat.id, first) is not Position.KNOWN:
+        raise ApiError(410, "run_expired", "This message was already sent and its run's events are no longer kept; "
+                                           "reload the chat's messages (its answer is stored there).")
+    return _follow_response(server, chat, first, run_id=handle.run.id,
+                            cancel_on_disconnect=body.on_disconnect == "cancel")
+
+
+async def stream(request: Request) -> Response:
+    server, user = await _caller(request)
+    chat = await _chat(request, server, user)
+    raw = request.headers.get("last-event-id") or request.query_params.get("after")
+    try:
+        cursor = Cursor.parse(raw) if raw else None
+    except ValueError as exc:
+        raise ApiError(400, "invalid_cursor", str(exc)) from None
+    start = await _stream_start(server, chat, cursor)
+    if start is None:
+        return Response(status_code=204, headers={"cache-control": "no-cache"})
+    return _follow_response(server, chat, start)
+
+
+async def _stream_start(server: ServerState, chat: Chat, cursor: Cursor | None) -> Cursor | None:
+    """Where a follower starts (it gets the events after the returned cursor), or `None` for 204."""
+    store, log = server.store, server.log
+    active = await store.active_run(chat.id)
+    if cursor is None:
+        return Cursor(active.run_number, 0) if active is not None else None
+    expired = ApiError(410, "cursor_expired", "The events after this id are no longer kept; reload the chat's "
+                                              "messages (GET /api/chats/{id}/messages), then follow from there.")
+    where = await log.position(chat.id, cursor)
+    if where is Position.EXPIRED:
+        raise expired
+    if where is Position.KNOWN:
+        if await log.read_after(chat.id, cursor, limit=1) or active is not None:
+            return cursor
+        return None
+    run = await store.run_by_number(chat.id, cursor.run)
+    if run is None or (where is Position.BEYOND and not run.active):
+        raise ApiError(400, "invalid_cursor", f"This chat has no event {cursor}; use an id it sent.")
+    if where is Position.BEYOND or run.active or run.event_count is None or cursor.index < run.event_count:
+        raise expired  # the run's events are not (or no longer) in this server's log
+    if cursor.index > run.event_count:
+        raise ApiError(400, "invalid_cursor", f"This chat has no event {cursor}; use an id it sent.")
+    # The follower saw the whole run: it goes on with the next run, if there is one to follow.
+    later = await log.runs_after(chat.id, cursor.run)
+    if later:
+        next_start = Cursor(later[0], 0)
+        if await log.position(chat.id, next_start) is not Position.KNOWN:
+            raise expired
+        return next_start
+    if active is not None:
+        raise expired
+    return None
+
+
+async def cancel_run(request: Request) -> Response:
+    server, user = await _caller(request)
+    chat = await _chat(request, server, user)
+    run_id = request.path_params["run_id"]
+    if len(run_id) > _MAX_ID or "\x00" in run_id:
+        raise ApiError(404, "run_not_found", f"This chat has no run {run_id[:40]!r}.")
+    run = await server.manager.cancel(chat.id, run_id)
+    return _json({"run_id": run.id, "status": "cancelling"}, 202)
+
+
+async def decide(request: Request) -> Response:
+    server, user = await _caller(request)
+    chat = await _chat(request, server, user)
+    body = await read_body(request, DecisionsIn, server.limits.max_body_bytes)
+    decisions = [Decision(approval_id=d.approval_id, approved=d.approved, reason=d.reason) for d in body.decisions]
+    handle = await server.manager.decide(user, chat, decisions)
+    return _follow_response(server, chat, Cursor(handle.run.run_number, 0), run_id=handle.run.id)
+
+
+# -- service routes --------------------------------------------------------------------------
+
+async def healthz(_request: Request) -> Response:
+    return _json({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    server = _server(request)
+    if not server.manager.accepting:
+        return _json({"status": "unavailable", "reason": "The server is starting or shutting down."}, 503)
+    try:
+        await server.store.ping()
+    except Exception:
+        return _json({"status": "unavailable", "reason": "The database cannot be reached."}, 503)
+    return _json({"status": "ready", "runs": server.manager.running})
+
+
+async def openapi(request: Request) -> Response:
+    return Response(_server(request).openapi, media_type="application/json")
+
+
+_NO_CLIENT = """<!doctype html><html><head><meta charset="utf-8"><title>toolwire</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto; line-height: 1.5">
+<h1>toolwire chat server</h1>
+<p>This server is running, but the web client is not installed here. The API is described at
+<a href="/openapi.json">/openapi.json</a>; README's <em>Server</em> section shows how to use it with curl.</p>
+</body></html>"""
+
+
+async def index(request: Request) -> Response:
+    web_dir = _server(request).web_dir
+    page = web_dir / "index.html" if web_dir is not None else None
+    if page is not None and page.is_file():
+        return FileResponse(page, headers={"cache-control": "no-cache"})
+    return HTMLResponse(_NO_CLIENT)

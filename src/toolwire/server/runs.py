@@ -1,0 +1,257 @@
+"""The run manager: runs belong to the server, not to the request that started them.
+
+Each run is a task in the manager's task group (the app's lifespan); requests only follow a chat's
+event log. The manager also
+
+- keeps the leases of its runs alive, and recovers runs whose lease expired (their process died):
+  on start-up and then every few seconds (`Store.recover_run`);
+- orders each chat's runs in the log: a run's `run_started` is published only after the previous
+  run's `run_finished` (a resumed run can be started the moment its approvals are decided);
+- applies the per-user rate limits before a run is stored;
+- on shutdown stops accepting runs and interrupts the running ones (each still records its end and
+  publishes `run_finished`), so followers close.
+
+What another process would have to share (several replicas) is behind interfaces: the `Store`
+(leases, one active run per chat, approvals), the `EventLog`, the `RunSignals` (cancel) and the
+`RateLimiter`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+
+from ..messages import Message
+from ..store import Chat, Decision, MessageRow, Recovered, Run, Store, StoreError, User, new_id
+from .approvals import resume_arguments
+from .errors import ApiError, store_error
+from .eventlog import EventLog
+from .events import RunPublisher, usage_dict
+from .limits import Limits, RateKind, RateLimiter, ResultPolicy
+from .runner import AgentFactory, Runner
+from .signals import RunSignals
+
+__all__ = ["RunHandle", "RunManager"]
+
+logger = logging.getLogger("toolwire.server")
+
+_CHAIN_WAIT = 10.0
+"""Seconds a new run waits for the chat's previous run to publish its end."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunHandle:
+    """A run a request started (or attached to): where to follow it."""
+
+    run: Run
+    created: bool
+
+
+@dataclass(slots=True)
+class _Local:
+    chat_id: str
+    run_number: int
+    done: anyio.Event
+
+
+class RunManager:
+    """Starts, resumes, cancels and recovers runs (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        log: EventLog,
+        signals: RunSignals,
+        factory: AgentFactory,
+        limits: Limits,
+        limiter: RateLimiter,
+        policy: ResultPolicy,
+        lease_seconds: float = 15.0,
+        owner: str | None = None,
+    ) -> None:
+        self.store = store
+        self.log = log
+        self.signals = signals
+        self.factory = factory
+        self.limits = limits
+        self.limiter = limiter
+        self.policy = policy
+        self.lease_seconds = lease_seconds
+        self.owner = owner or new_id("proc")
+        self.accepting = False
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._local: dict[str, _Local] = {}
+        self._chat_last: dict[str, anyio.Event] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
+        """Recover what a dead process left, then accept runs and keep leases and recovery going."""
+        self._tg = tg
+        await self.recover_expired()
+        self.accepting = True
+        tg.start_soon(self._maintain)
+
+    async def begin_shutdown(self) -> None:
+        """Refuse new runs and interrupt the running ones (they record their end and publish it)."""
+        self.accepting = False
+        for run_id in list(self._local):
+            await self.signals.cancel(run_id, "shutdown")
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait until every run of this process has ended; `False` if some are still going after `timeout`."""
+        with anyio.move_on_after(timeout):
+            while self._local:
+                await next(iter(self._local.values())).done.wait()
+            return True
+        return False
+
+    @property
+    def running(self) -> int:
+        return len(self._local)
+
+    async def _maintain(self) -> None:
+        interval = max(0.2, self.lease_seconds / 3)
+        while True:
+            await anyio.sleep(interval)
+            try:
+                if self._local:
+                    await self.store.renew_leases(self.owner, list(self._local), self.lease_seconds)
+                await self.recover_expired()
+                self.log.sweep()
+            except Exception:  # the database may be away for a moment; the next round tries again
+                logger.exception("Lease renewal or recovery failed; retrying in %.1f s", interval)
+
+    async def recover_expired(self) -> list[Recovered]:
+        """Finish every run whose lease expired as `interrupted` (see `Store.recover_run`)."""
+        recovered: list[Recovered] = []
+        for run in await self.store.expired_runs():
+            if run.id in self._local:
+                continue  # ours, renewed late: it is still running here
+            done = await self.store.recover_run(run.id, owner=self.owner, lease_seconds=self.lease_seconds)
+            if done is None:
+                continue
+            logger.warning("Recovered run %s of chat %s: its process stopped before it finished", run.id, run.chat_id)
+            recovered.append(done)
+            await self._publish_recovery(done)
+        return recovered
+
+    async def _publish_recovery(self, recovered: Recovered) -> None:
+        """Tell the run's followers, where this log holds the run (a shared log always does)."""
+        run = recovered.run
+        last = await self.log.last_cursor(run.chat_id, run.run_number)
+        if last is None:
+            return
+        publisher = RunPublisher(self.log, chat_id=run.chat_id, run_id=run.id, run_number=run.run_number,
+                                 last_index=last.index)
+        for row in recovered.rows:
+            await publisher.run_event("message_saved", None, row=row.to_dict())
+        await publisher.run_event("run_finished", None, status="interrupted", usage=usage_dict(run.usage),
+                                  error=run.error, steps=run.steps, duration=0.0)
+
+    # -- starting runs -----------------------------------------------------------------------
+
+    async def _admit(self, user: User) -> None:
+        if not self.accepting:
+            raise ApiError(503, "shutting_down", "The server is shutting down and starts no new runs; try again in "
+                                                 "a moment (another server may take the request).")
+        kinds: tuple[RateKind, ...] = ("tool_calls", "runs")
+        for kind in kinds:
+            wait = await self.limiter.acquire(user.id, kind)
+            if wait is not None:
+                seconds = max(1, int(wait + 0.999))
+                what = "runs" if kind == "runs" else "tool calls"
+                raise ApiError(429, "rate_limited", f"Too many {what} for this user right now; try again in "
+                                                    f"{seconds} s.", headers={"Retry-After": str(seconds)})
+
+    async def send_message(self, user: User, chat: Chat, text: str, client_message_id: str) -> RunHandle:
+        """Store the user's message and start a run answering it (or find the run it already started)."""
+        await self._admit(user)
+        try:
+            start = await self.store.start_run(chat.id, user_message=Message.user(text),
+                                               client_message_id=client_message_id, owner=self.owner,
+                                               lease_seconds=self.lease_seconds)
+        except StoreError as exc:
+            raise store_error(exc) from None
+        if start.created:
+            with anyio.CancelScope(shield=True):  # stored as running: it must be launched, whatever the request does
+                await self._launch(user, start.run, user_row=start.user_row)
+        return RunHandle(run=start.run, created=start.created)
+
+    async def decide(self, user: User, chat: Chat, decisions: Sequence[Decision]) -> RunHandle:
+        """Decide the paused run's approvals and start the run that resumes it."""
+        await self._admit(user)
+        try:
+            resumption = await self.store.resume_run(chat.id, decisions, owner=self.owner,
+                                                     lease_seconds=self.lease_seconds)
+        except StoreError as exc:
+            raise store_error(exc) from None
+        with anyio.CancelScope(shield=True):
+            await self._launch(user, resumption.run, user_row=None,
+                               resume=resume_arguments(resumption.paused, resumption.decisions))
+        return RunHandle(run=resumption.run, created=True)
+
+    async def _launch(self, user: User, run: Run, *, user_row: MessageRow | None,
+                      resume: tuple[object, object] | None = None) -> None:
+        assert self._tg is not None, "the run manager was not started"
+        chat_id = run.chat_id
+        previous = self._chat_last.get(chat_id)
+        if previous is not None:
+            with anyio.move_on_after(_CHAIN_WAIT):
+                await previous.wait()
+        done = anyio.Event()
+        self._chat_last[chat_id] = done
+        self._local[run.id] = _Local(chat_id=chat_id, run_number=run.run_number, done=done)
+        watch = self.signals.watch(run.id)
+        publisher = RunPublisher(self.log, chat_id=chat_id, run_id=run.id, run_number=run.run_number)
+        await publisher.run_event("run_started", None, chat_id=chat_id, run_number=run.run_number,
+                                  resumed=resume is not None,
+                                  user_message=user_row.to_dict() if user_row is not None else None)
+        runner = Runner(user=user, chat_id=chat_id, run_id=run.id, publisher=publisher, store=self.store,
+                        factory=self.factory, watch=watch, policy=self.policy, limiter=self.limiter,
+                        max_parallel_tools=self.limits.max_tool_concurrency,
+                        resume=resume)  # type: ignore[arg-type]
+        self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
+
+    async def _drive(self, runner: Runner, run_id: str, chat_id: str, done: anyio.Event) -> None:
+        try:
+            await runner.run()
+        finally:
+            self._local.pop(run_id, None)
+            self.signals.release(run_id)
+            done.set()
+            if self._chat_last.get(chat_id) is done:
+                del self._chat_last[chat_id]
+
+    # -- stopping runs -----------------------------------------------------------------------
+
+    async def cancel(self, chat_id: str, run_id: str) -> Run:
+        """Ask a running run to stop; it ends with `run_finished{cancelled}`."""
+        run = await self.store.get_run(chat_id, run_id)
+        if run is None:
+            raise ApiError(404, "run_not_found", f"This chat has no run {run_id!r}.")
+        if run.status == "paused":
+            raise ApiError(409, "run_paused", "This run is paused for approval, not running; deny its tool calls "
+                                              "(POST /api/chats/{id}/approvals) to end it.")
+        if run.status != "running":
+            raise ApiError(409, "run_finished", f"This run has already ended ({run.status}); there is nothing to "
+                                                "cancel.")
+        await self.signals.cancel(run_id, "cancel")
+        return run
+
+    async def delete_chat(self, user: User, chat: Chat) -> None:
+        """Cancel the chat's run (waiting for it to record its end), then delete the chat."""
+        active = await self.store.active_run(chat.id)
+        if active is not None:
+            await self.signals.cancel(active.id, "cancel")
+            local = self._local.get(active.id)
+            if local is not None:
+                with anyio.move_on_after(_CHAIN_WAIT):
+                    await local.done.wait()
+        await self.store.delete_chat(user.id, chat.id)
+        await self.log.discard(chat.id)

@@ -1,0 +1,263 @@
+"""Request bodies (validated with pydantic) and the OpenAPI document describing the whole API.
+
+Bodies are read with `read_body`: the size is checked before and while reading (413), the JSON must
+parse (400) and match the model (422, naming the field); strings may not contain NUL characters,
+which no database stores. Unknown fields are ignored, so clients may send newer fields.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+import orjson
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
+from starlette.requests import Request
+
+from ..messages import Message
+from .errors import ApiError
+
+__all__ = ["ChatCreate", "ChatUpdate", "DecisionIn", "DecisionsIn", "MessageIn", "openapi_document", "read_body"]
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+Id = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ChatCreate(_Body):
+    """`POST /api/chats`: `title` is optional (a chat without one takes its first message's first line)."""
+
+    title: Text | None = None
+
+
+class ChatUpdate(_Body):
+    title: Text
+
+
+class MessageIn(_Body):
+    client_message_id: Id = Field(description="Chosen by the client, unique per message: sending the same id again "
+                                              "attaches to the run it started instead of starting another.")
+    text: Text = Field(min_length=1)
+    on_disconnect: Literal["continue", "cancel"] = Field(
+        "continue", description="What a disconnect of this request does to the run: `continue` (the default) lets "
+                                "it finish and be stored; `cancel` cancels it.")
+
+
+class DecisionIn(_Body):
+    approval_id: Id
+    approved: StrictBool
+    reason: Annotated[Text, Field(max_length=2000)] | None = None
+
+
+class DecisionsIn(_Body):
+    decisions: list[DecisionIn] = Field(min_length=1, max_length=200)
+
+
+async def read_body(request: Request, model: type[_Model], max_bytes: int) -> _Model:
+    """The request's JSON body as `model`, or a 413 / 400 / 422 `ApiError` with a full sentence."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise _too_large(max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise _too_large(max_bytes)
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if not body.strip():
+        raise ApiError(400, "invalid_json", "The request needs a JSON object as its body.")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, "invalid_json", f"The request body is not valid JSON ({exc}).") from None
+    if not isinstance(data, dict):
+        raise ApiError(422, "invalid_request", "The request body must be a JSON object.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise ApiError(422, "invalid_request", f"The field {where!r} is not valid: {first['msg']}. "
+                                               f"({exc.error_count()} problem(s) in all.)") from None
+
+
+def _too_large(max_bytes: int) -> ApiError:
+    return ApiError(413, "body_too_large", f"The request body is larger than this server accepts ({max_bytes:,} "
+                                           "bytes); send less.")
+
+
+# -- the OpenAPI document ------------------------------------------------------------------------
+
+_REF = "#/components/schemas/{model}"
+
+
+def _schema(model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    schema = (TypeAdapter(model) if not isinstance(model, type) or not issubclass(model, BaseModel) else model)
+    raw = schema.json_schema(ref_template=_REF) if isinstance(schema, TypeAdapter) else \
+        schema.model_json_schema(ref_template=_REF)
+    defs = raw.pop("$defs", {})
+    return raw, defs
+
+
+def _error_response(description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+def _json(ref: str, description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": ref}}}}
+
+
+_SSE = {"description": "The run's events as server-sent events (`id: <cursor>` and `data: <event JSON>`), until "
+                       "`run_finished`. Headers: `Location` (the chat's stream) and `X-Run-Id`.",
+        "headers": {"X-Run-Id": {"schema": {"type": "string"}}, "Location": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}}
+
+
+def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
+    """The API described as OpenAPI 3.1 (served at `/openapi.json`)."""
+    schemas: dict[str, Any] = {}
+    for name, model in (("ChatCreate", ChatCreate), ("ChatUpdate", ChatUpdate), ("MessageIn", MessageIn),
+                        ("DecisionsIn", DecisionsIn), ("Message", Message)):
+        schema, defs = _schema(model)
+        schemas.update(defs)
+        schemas[name] = schema
+    schemas["MessageIn"]["properties"]["text"]["maxLength"] = max_message_chars
+    iso = {"type": "string", "format": "date-time"}
+    chat_props = {"id": {"type": "string"}, "title": {"type": "string"}, "created_at": iso, "updated_at": iso}
+    schemas["Chat"] = {"type": "object", "properties": chat_props, "required": list(chat_props)}
+    schemas["MessageRow"] = {
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "sequence_number": {"type": "integer", "minimum": 1},
+                       "kind": {"enum": ["user", "assistant", "tools_aggregate"]},
+                       "role": {"enum": ["user", "assistant"]}, "run_id": {"type": ["string", "null"]},
+                       "created_at": iso, "messages": {"type": "array", "items": {"$ref": _REF.format(model="Message")},
+                                                       "minItems": 1, "maxItems": 2}},
+        "required": ["id", "sequence_number", "kind", "role", "run_id", "created_at", "messages"],
+    }
+    schemas["ChatDetail"] = {
+        "type": "object",
+        "properties": {
+            **chat_props,
+            "active_run": {"oneOf": [{"type": "null"}, {
+                "type": "object", "required": ["run_id", "status", "last_event_id"],
+                "properties": {"run_id": {"type": "string"}, "status": {"const": "running"},
+                               "run_number": {"type": "integer"},
+                               "last_event_id": {"type": ["string", "null"]}}}]},
+            "paused": {"oneOf": [{"type": "null"}, {
+                "type": "object", "required": ["run_id", "message", "results", "approvals"],
+                "properties": {"run_id": {"type": "string"}, "message": {"$ref": _REF.format(model="Message")},
+                               "results": {"type": "array", "items": {"type": "object"}},
+                               "approvals": {"type": "array", "items": {
+                                   "type": "object", "required": ["approval_id", "call"],
+                                   "properties": {"approval_id": {"type": "string"}, "call": {"type": "object"}}}}}}]},
+        },
+        "required": [*chat_props, "active_run", "paused"],
+    }
+    schemas["ServerEvent"] = {
+        "type": "object", "required": ["type", "run_id", "step"],
+        "description": "toolwire's event (`toolwire.events.event_to_dict`) or a run event, with `run_id` and `step`.",
+        "properties": {"type": {"type": "string"}, "run_id": {"type": "string"},
+                       "step": {"type": ["integer", "null"], "minimum": 0}},
+    }
+    schemas["ServerSentEvent"] = {
+        "type": "object", "required": ["data"],
+        "description": "One frame of the stream: `id` is the cursor `<run>-<index>`, `data` the event's JSON.",
+        "properties": {"id": {"type": "string", "pattern": "^[0-9]+-[0-9]+$"}, "event": {"type": "string"},
+                       "data": {"type": "string", "contentMediaType": "application/json",
+                                "contentSchema": {"$ref": _REF.format(model="ServerEvent")}}},
+    }
+    schemas["Error"] = {"type": "object", "required": ["error"], "properties": {"error": {
+        "type": "object", "required": ["code", "message"],
+        "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}}
+
+    chat_id = {"name": "chat_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    auth: list[dict[str, list[str]]] = [{"bearer": []}]
+    common = {"401": _error_response("No valid API token."), "404": _error_response("No such chat (or not yours).")}
+
+    def op(summary: str, responses: dict[str, Any], *, body: str | None = None,
+           parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        operation: dict[str, Any] = {"summary": summary, "security": auth, "responses": {**responses, **common}}
+        if parameters:
+            operation["parameters"] = parameters
+        if body is not None:
+            operation["requestBody"] = {"required": True, "content": {"application/json": {
+                "schema": {"$ref": _REF.format(model=body)}}}}
+            operation["responses"].update({"400": _error_response("The body is not JSON."),
+                                           "413": _error_response("The body is too large."),
+                                           "422": _error_response("A field is not valid.")})
+        return operation
+
+    run_started = {"409": _error_response("A run is active or paused."), "429": _error_response("Rate limited.")}
+    paths: dict[str, Any] = {
+        "/api/chats": {
+            "post": op("Create a chat", {"201": _json(_REF.format(model="Chat"), "Created")}, body="ChatCreate"),
+            "get": op("The caller's chats, newest first", {"200": {"description": "OK", "content": {
+                "application/json": {"schema": {"type": "object", "required": ["chats"], "properties": {
+                    "chats": {"type": "array", "items": {"$ref": _REF.format(model="Chat")}}}}}}}}),
+        },
+        "/api/chats/{chat_id}": {
+            "get": op("A chat, its active run and its paused run", {"200": _json(_REF.format(model="ChatDetail"))},
+                      parameters=[chat_id]),
+            "patch": op("Rename a chat", {"200": _json(_REF.format(model="Chat"))}, body="ChatUpdate",
+                        parameters=[chat_id]),
+            "delete": op("Delete a chat (cancelling its run first)", {"204": {"description": "Deleted"}},
+                         parameters=[chat_id]),
+        },
+        "/api/chats/{chat_id}/messages": {
+            "get": op("The chat's stored rows in sequence order", {"200": {"description": "OK", "content": {
+                "application/json": {"schema": {"type": "object", "required": ["messages"], "properties": {
+                    "messages": {"type": "array", "items": {"$ref": _REF.format(model="MessageRow")}}}}}}},
+                "400": _error_response("`after` is not a number.")},
+                parameters=[chat_id, {"name": "after", "in": "query", "required": False,
+                                      "schema": {"type": "integer", "minimum": 0}}]),
+            "post": op("Send a message: starts a run and follows it", {"200": _SSE, **run_started},
+                       body="MessageIn", parameters=[chat_id]),
+        },
+        "/api/chats/{chat_id}/stream": {
+            "get": op("Follow the chat's events after a cursor (or the active run from its start)", {
+                "200": _SSE, "204": {"description": "Nothing to follow."},
+                "400": _error_response("The cursor is not an event id of this chat."),
+                "410": _error_response("The events after the cursor are no longer kept: reload the messages.")},
+                parameters=[chat_id, {"name": "after", "in": "query", "required": False, "schema": {"type": "string"}},
+                            {"name": "Last-Event-ID", "in": "header", "required": False,
+                             "schema": {"type": "string"}}]),
+        },
+        "/api/chats/{chat_id}/runs/{run_id}/cancel": {
+            "post": op("Cancel a running run", {"202": {"description": "Cancelling", "content": {
+                "application/json": {"schema": {"type": "object", "required": ["run_id", "status"], "properties": {
+                    "run_id": {"type": "string"}, "status": {"const": "cancelling"}}}}}},
+                "409": _error_response("The run is not running.")},
+                parameters=[chat_id, {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}]),
+        },
+        "/api/chats/{chat_id}/approvals": {
+            "post": op("Decide the paused run's approvals: resumes it and follows it", {"200": _SSE, **run_started},
+                       body="DecisionsIn", parameters=[chat_id]),
+        },
+    }
+    plain = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
+    paths["/healthz"] = {"get": {"summary": "The process is up", "responses": {"200": plain}}}
+    paths["/readyz"] = {"get": {"summary": "Ready to serve (database reachable, accepting runs)",
+                                "responses": {"200": plain, "503": plain}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "toolwire chat server", "version": "1",
+                 "description": "Chats with an agent whose runs outlive their requests; events stream as SSE and "
+                                "resume at any event id. See README's Server section."},
+        "paths": paths,
+        "components": {"schemas": schemas,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }

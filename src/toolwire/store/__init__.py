@@ -1,0 +1,70 @@
+"""Persistence: the `Store` protocol and `SQLStore`, its implementation on SQLite and PostgreSQL.
+
+    from toolwire.store import SQLStore
+
+    async with SQLStore("sqlite:///toolwire.db") as store:     # migrations run on open
+        chat = await store.create_chat(user.id, "Trip")
+        rows = await store.append_messages(chat.id, [Message.user("Hi")])
+
+A store is a `ChatMemory` too: `Agent(memory=store)` keeps conversations in the database (the
+conversation id is the chat id). The chat server (`toolwire.server`) keeps everything here: users and
+hashed API tokens, chats, their rows (one `tools_aggregate` row per tool round), runs with their
+leases and recovery journal, and approvals.
+"""
+
+from ._protocol import (
+    ApprovalDecided as ApprovalDecided,
+    ApprovalNotFound as ApprovalNotFound,
+    ApprovalsIncomplete as ApprovalsIncomplete,
+    ChatNotFound as ChatNotFound,
+    IdempotencyConflict as IdempotencyConflict,
+    NotPaused as NotPaused,
+    RunConflict as RunConflict,
+    Store as Store,
+    StoreError as StoreError,
+)
+from ._records import (
+    Approval as Approval,
+    Chat as Chat,
+    Decision as Decision,
+    MessageRow as MessageRow,
+    PausedRun as PausedRun,
+    Recovered as Recovered,
+    Resumption as Resumption,
+    Run as Run,
+    RunStart as RunStart,
+    RunStatus as RunStatus,
+    User as User,
+    iso as iso,
+    new_id as new_id,
+)
+from ._recovery import INTERRUPTED as INTERRUPTED
+from .sql import SQLStore as SQLStore, hash_token as hash_token
+
+__all__ = [
+    "INTERRUPTED",
+    "Approval",
+    "ApprovalDecided",
+    "ApprovalNotFound",
+    "ApprovalsIncomplete",
+    "Chat",
+    "ChatNotFound",
+    "Decision",
+    "IdempotencyConflict",
+    "MessageRow",
+    "NotPaused",
+    "PausedRun",
+    "Recovered",
+    "Resumption",
+    "Run",
+    "RunConflict",
+    "RunStart",
+    "RunStatus",
+    "SQLStore",
+    "Store",
+    "StoreError",
+    "User",
+    "hash_token",
+    "iso",
+    "new_id",
+]

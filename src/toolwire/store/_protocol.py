@@ -1,0 +1,227 @@
+"""The `Store` protocol: everything the chat server keeps, behind one interface.
+
+A store is also a `ChatMemory` (`load` / `append` by conversation id = chat id), so
+`Agent(memory=store)` works unchanged outside the server.
+
+Invariants every implementation keeps:
+- A chat's rows are numbered 1, 2, 3... (`sequence_number`) in the same transaction that inserts them,
+  without gaps or duplicates, whatever the number of concurrent writers.
+- A chat has at most one run that is `running` or `paused`; starting a second one is a `RunConflict`.
+- A user message with a given `client_message_id` is stored once per chat; the same id again returns
+  the run it started instead of starting another.
+- An approval is decided at most once (a conditional update in the transaction that starts the
+  resumed run); unknown, foreign and decided ids start nothing.
+- A running run holds a lease (owner, expiry). A run whose lease expired is recovered by whoever claims
+  it first: the round it was in is committed with its finished tools' real results (recorded as each
+  finished) and `interrupted` errors for the rest, and the run becomes `interrupted`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ..exceptions import ToolwireError
+from ..memory import ChatMemory
+from ..messages import Message, ToolCallPart, ToolResultPart
+from ._records import (
+    Chat,
+    Decision,
+    MessageRow,
+    PausedRun,
+    Recovered,
+    Resumption,
+    Run,
+    RunStart,
+    RunStatus,
+    User,
+)
+
+__all__ = [
+    "ApprovalDecided",
+    "ApprovalNotFound",
+    "ApprovalsIncomplete",
+    "ChatNotFound",
+    "IdempotencyConflict",
+    "NotPaused",
+    "RunConflict",
+    "Store",
+    "StoreError",
+]
+
+
+class StoreError(ToolwireError):
+    """A store refused an operation; `code` names the reason (the server's error code)."""
+
+    code = "store_error"
+
+
+class ChatNotFound(StoreError):
+    code = "chat_not_found"
+
+
+class RunConflict(StoreError):
+    """The chat already has a run that is running (`run_active`) or paused for approval (`run_paused`)."""
+
+    def __init__(self, message: str, *, run: Run) -> None:
+        super().__init__(message)
+        self.run = run
+        self.code = "run_paused" if run.status == "paused" else "run_active"
+
+
+class IdempotencyConflict(StoreError):
+    """A `client_message_id` was used again with a different text."""
+
+    code = "client_message_id_reused"
+
+
+class ApprovalNotFound(StoreError):
+    """No pending approval with that id exists in this chat (never issued, or another user's/chat's)."""
+
+    code = "approval_not_found"
+
+
+class ApprovalDecided(StoreError):
+    code = "approval_decided"
+
+
+class ApprovalsIncomplete(StoreError):
+    """A decision request does not decide every pending approval of the paused run (or repeats one)."""
+
+    code = "approvals_incomplete"
+
+
+class NotPaused(StoreError):
+    code = "not_paused"
+
+
+@runtime_checkable
+class Store(ChatMemory, Protocol):
+    """Chats, their messages, runs, approvals, users and API tokens."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Connect and bring the schema up to date (migrations); idempotent."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """Raise if the database cannot be reached (readiness checks)."""
+        ...
+
+    # -- users and tokens --------------------------------------------------------------------
+    async def ensure_user(self, name: str) -> User: ...
+
+    async def add_token(self, user_id: str, token: str, *, source: str = "api") -> None:
+        """Accept `token` for the user (only its hash is stored)."""
+        ...
+
+    async def replace_tokens(self, tokens: Mapping[str, Sequence[str]], *, source: str = "config") -> None:
+        """Make `tokens` (user name → tokens) the valid tokens of `source`; revoke its others."""
+        ...
+
+    async def revoke_token(self, token: str) -> bool: ...
+
+    async def user_for_token(self, token: str) -> User | None:
+        """The user a valid (not revoked) token belongs to."""
+        ...
+
+    # -- chats and messages ------------------------------------------------------------------
+    async def create_chat(self, user_id: str, title: str = "") -> Chat: ...
+
+    async def list_chats(self, user_id: str, *, limit: int = 200) -> list[Chat]:
+        """The user's chats, most recently updated first."""
+        ...
+
+    async def get_chat(self, user_id: str, chat_id: str) -> Chat | None:
+        """The chat if it exists and belongs to the user (another user's chat is `None`)."""
+        ...
+
+    async def rename_chat(self, user_id: str, chat_id: str, title: str) -> Chat | None: ...
+
+    async def delete_chat(self, user_id: str, chat_id: str) -> bool:
+        """Delete the chat with its messages, runs and approvals."""
+        ...
+
+    async def append_messages(self, chat_id: str, messages: Sequence[Message], *,
+                              run_id: str | None = None) -> list[MessageRow]:
+        """Store messages as rows in one transaction (a call round becomes one `tools_aggregate` row)."""
+        ...
+
+    async def list_messages(self, chat_id: str, *, after: int = 0, limit: int | None = None) -> list[MessageRow]:
+        """Rows with `sequence_number > after`, in order."""
+        ...
+
+    # -- runs --------------------------------------------------------------------------------
+    async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
+                        lease_seconds: float) -> RunStart:
+        """Store the user's message and a new `running` run with a lease, in one transaction.
+
+        Raises `RunConflict` when the chat has a running or paused run, and `IdempotencyConflict` when
+        `client_message_id` was used before with another text. The same id with the same text returns
+        the earlier run (`created=False`) and stores nothing.
+        """
+        ...
+
+    async def resume_run(self, chat_id: str, decisions: Sequence[Decision], *, owner: str,
+                         lease_seconds: float) -> Resumption:
+        """Decide every pending approval of the chat's paused run and start the run that resumes it.
+
+        Raises `ApprovalNotFound`, `ApprovalDecided`, `ApprovalsIncomplete` or `NotPaused`; then
+        nothing is changed.
+        """
+        ...
+
+    async def get_run(self, chat_id: str, run_id: str) -> Run | None: ...
+
+    async def run_by_number(self, chat_id: str, run_number: int) -> Run | None: ...
+
+    async def active_run(self, chat_id: str) -> Run | None:
+        """The chat's `running` run, if any."""
+        ...
+
+    async def paused_run(self, chat_id: str) -> PausedRun | None: ...
+
+    async def record_step_message(self, run_id: str, message: Message) -> None:
+        """Remember the assistant message of the step in progress (for recovery)."""
+        ...
+
+    async def record_tool_call(self, run_id: str, call: ToolCallPart) -> None:
+        """Remember that a call started (for recovery, also before its message ended)."""
+        ...
+
+    async def record_tool_result(self, run_id: str, result: ToolResultPart) -> None:
+        """Remember a finished call's result the moment it exists (for recovery)."""
+        ...
+
+    async def pause_run(self, run_id: str, *, state_json: str, pending: Sequence[tuple[str, ToolCallPart]],
+                        usage: Mapping[str, Any] | None, steps: int, event_count: int | None) -> bool:
+        """Mark a running run `paused` with its state and pending approvals (approval id, call)."""
+        ...
+
+    async def finish_run(self, run_id: str, *, status: RunStatus, usage: Mapping[str, Any] | None,
+                         error: Mapping[str, Any] | None, steps: int, event_count: int | None) -> bool:
+        """Mark a running run final; `False` if it was not running any more (someone recovered it)."""
+        ...
+
+    # -- leases and recovery -----------------------------------------------------------------
+    async def renew_leases(self, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
+        """Extend the leases this owner holds on these running runs; returns how many it still holds."""
+        ...
+
+    async def expired_runs(self) -> list[Run]:
+        """Running runs whose lease has expired."""
+        ...
+
+    async def recover_run(self, run_id: str, *, owner: str, lease_seconds: float) -> Recovered | None:
+        """Claim an expired run and finish it as `interrupted` (see the module docstring).
+
+        `None` when the run is not running with an expired lease any more (another process claimed
+        it, or its owner renewed it).
+        """
+        ...
+
+    async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
+        """Claim the one resumption of a saved run state: `True` the first time for that id only."""
+        ...

@@ -1,0 +1,198 @@
+"""What a store holds, as plain values: users, chats, message rows, runs and approvals.
+
+Records are frozen and carry no connection to the database; they are what `Store` methods return.
+`MessageRow.message_json` is the stored JSON exactly as written (a list of messages), so a server can
+send it on without parsing it; `MessageRow.messages` parses it when a caller needs `Message` objects.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeAlias
+
+import orjson
+
+from ..messages import Message, ToolCallPart, load_messages
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "Approval",
+    "ApprovalStatus",
+    "Chat",
+    "Decision",
+    "MessageKind",
+    "MessageRow",
+    "PausedRun",
+    "Recovered",
+    "Resumption",
+    "Run",
+    "RunStart",
+    "RunStatus",
+    "User",
+    "iso",
+    "new_id",
+    "utc_now",
+]
+
+MessageKind: TypeAlias = Literal["user", "assistant", "tools_aggregate", "system"]
+"""`user` / `assistant`: one message. `tools_aggregate`: one tool round, the assistant message with its
+calls and the user message with every result, in call order. (`system` only appears when a library
+user appends system messages through `ChatMemory`; the server never stores one.)"""
+
+RunStatus: TypeAlias = Literal["running", "paused", "resumed", "completed", "cancelled", "failed", "interrupted"]
+"""`running` holds a lease; `paused` waits for approvals and becomes `resumed` once they are decided (the
+resumed run is a new run); the rest are final."""
+
+ACTIVE_STATUSES: tuple[RunStatus, ...] = ("running", "paused")
+"""A chat has at most one run in one of these statuses (a unique index says so)."""
+
+ApprovalStatus: TypeAlias = Literal["pending", "approved", "denied"]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id(prefix: str) -> str:
+    """A random, unguessable identifier such as `chat_Xq3...` (the prefix says what it names)."""
+    return f"{prefix}_{secrets.token_urlsafe(12)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class User:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chat:
+    id: str
+    user_id: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+    last_sequence: int = 0
+    run_count: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageRow:
+    """One row of a chat's history; `sequence_number` orders the chat (1, 2, 3... without gaps)."""
+
+    id: str
+    chat_id: str
+    sequence_number: int
+    kind: MessageKind
+    role: Literal["user", "assistant", "system"]
+    run_id: str | None
+    created_at: datetime
+    message_json: str
+    client_message_id: str | None = None
+
+    @property
+    def messages(self) -> list[Message]:
+        """The row's messages: one, or two for a `tools_aggregate` (the calls, then the results)."""
+        return load_messages(self.message_json)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as the server's JSON (`messages` parsed into plain data)."""
+        return {
+            "id": self.id,
+            "sequence_number": self.sequence_number,
+            "kind": self.kind,
+            "role": self.role,
+            "run_id": self.run_id,
+            "created_at": iso(self.created_at),
+            "messages": orjson.loads(self.message_json),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """One run of the agent in a chat. `run_number` counts the chat's runs from 1."""
+
+    id: str
+    chat_id: str
+    run_number: int
+    status: RunStatus
+    resumed_from: str | None = None
+    client_message_id: str | None = None
+    usage: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    steps: int = 0
+    event_count: int | None = None
+    """The index of the run's last event (its `run_finished`), once it ended in a live process."""
+    created_at: datetime = field(default_factory=utc_now)
+    finished_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Approval:
+    """A tool call waiting for (or given) a person's decision; `id` is issued by the server."""
+
+    id: str
+    run_id: str
+    chat_id: str
+    call: ToolCallPart
+    status: ApprovalStatus
+    reason: str | None = None
+    created_at: datetime = field(default_factory=utc_now)
+    decided_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PausedRun:
+    """A chat's paused run: its saved agent state and the approvals it waits for."""
+
+    run: Run
+    state_json: str
+    approvals: list[Approval]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """A person's decision on one approval, as a client sends it."""
+
+    approval_id: str
+    approved: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStart:
+    """What `Store.start_run` did: a new run (`created`), or the run an earlier identical request started."""
+
+    run: Run
+    user_row: MessageRow
+    created: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resumption:
+    """A paused run whose approvals were just decided, and the new run that goes on from it."""
+
+    run: Run
+    paused: PausedRun
+    decisions: dict[str, Approval]
+    """Each decided approval, by the id of the call it decides."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recovered:
+    """A run whose process died: now `interrupted`, with the round it left committed (`rows`)."""
+
+    run: Run
+    rows: list[MessageRow]
+
+
+def iso(value: datetime) -> str:
+    """ISO 8601 in UTC with a `Z` (what the JSON API shows)."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,45 @@
+"""Server tests: the real `toolwire serve` in a subprocess, on SQLite and PostgreSQL, driven through the gate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.server.support import GateServer, ServerProcess
+
+
+@pytest.fixture(scope="session")
+def gate() -> Iterator[GateServer]:
+    server = GateServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _clean_gate(gate: GateServer) -> None:
+    gate.reset()
+
+
+@pytest.fixture
+def serve(db_url: str, gate: GateServer, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Start `toolwire serve` on this test's fresh database (extra command-line options allowed)."""
+    started: list[ServerProcess] = []
+
+    def start(*args: str, lease_seconds: float = 2.0) -> ServerProcess:
+        process = ServerProcess(db_url=db_url, gate_url=gate.url, folder=tmp_path, args=args,
+                                lease_seconds=lease_seconds)
+        process.start()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def server(serve: Callable[..., ServerProcess]) -> ServerProcess:
+    return serve()

@@ -1,0 +1,84 @@
+"""`toolwire serve` with no arguments on a machine without provider keys: it works, offline, at once."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.server.support import REPO, read_events
+
+pytestmark = pytest.mark.anyio
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_HOST")) and k != "GOOGLE_API_KEY"}
+    env["PYTHONPATH"] = str(REPO / "src")
+    return env
+
+
+def start_serve(folder: Path) -> tuple[subprocess.Popen[bytes], list[str]]:
+    """`toolwire serve --port 0` in `folder`, and what it printed up to the URL to open."""
+    process = subprocess.Popen([sys.executable, "-m", "toolwire", "serve", "--port", "0", "--fake-delay", "0"],
+                               cwd=folder, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(line.startswith("Open ") for line in lines):
+        lines.append(process.stdout.readline().decode())
+    return process, lines
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=20)  # also closes the pipes
+
+
+async def test_serve_without_arguments_runs_a_multi_tool_chat_offline(tmp_path: Path) -> None:
+    process, lines = start_serve(tmp_path)
+    try:
+        opened = next(line for line in lines if line.startswith("Open "))
+        found = re.fullmatch(r"Open (http://127\.0\.0\.1:\d+)/#token=(\S+)\n", opened)
+        assert found, lines
+        url, token = found.groups()
+        assert "the offline fake model" in lines[0] and "get_weather" in lines[0]
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"},
+                                     trust_env=False, timeout=30) as client:
+            chat = (await client.post("/api/chats", json={})).json()["id"]
+            async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                     json={"client_message_id": "1", "text": "Plan my evening"}) as response:
+                events = [e async for e in read_events(response)]
+            rows = (await client.get(f"/api/chats/{chat}/messages")).json()["messages"]
+            title = (await client.get(f"/api/chats/{chat}")).json()["title"]
+        results = [e.data["result"] for e in events if e.type == "tool_result"]
+        assert sorted(r["name"] for r in results) == ["book_table", "convert_currency", "find_restaurants",
+                                                      "get_weather"]
+        assert results[0]["name"] == "book_table"  # the quickest finishes first (and fails)
+        assert events[-1].data["status"] == "completed"
+        assert [r["kind"] for r in rows] == ["user", "tools_aggregate", "assistant"]
+        assert title == "Plan my evening"
+        assert (tmp_path / "toolwire.db").is_file()
+    finally:
+        stop(process)
+    assert process.returncode == 130
+
+
+def test_serve_explains_bad_options_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "tokens.txt").write_text("alice\n")
+    for args, expected in ((["--token", "short"], "at least 16 characters"),
+                           (["--tokens-file", "tokens.txt"], "USER TOKEN"),
+                           (["--tokens-file", "missing.txt"], "Cannot read the tokens file"),
+                           (["--db", "mysql://x/y"], "SQLite or PostgreSQL"),
+                           (["--model", "nope"], "Unknown provider")):
+        done = subprocess.run([sys.executable, "-m", "toolwire", "serve", "--port", "0", *args], cwd=tmp_path,
+                              env=clean_env(), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, (args, done.stderr)
+        assert done.stderr.startswith("toolwire: ") and expected in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
