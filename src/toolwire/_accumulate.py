@@ -8,8 +8,9 @@ methods below with a handle; the accumulator owns everything that must be the sa
 - `arguments_raw` is kept exactly as streamed and parsed once, when the call ends;
   `""`, `"null"` and missing arguments mean `{}`;
 - a call ends as a runnable `ToolCallPart` only if the protocol signalled its completion and its
-  arguments parse as a JSON object; otherwise it becomes an `InvalidToolCallPart` that keeps the raw text
-  (a truncated call is never run with guessed arguments);
+  arguments parse as a JSON object nested at most `MAX_VALUE_DEPTH` levels; otherwise it becomes an
+  `InvalidToolCallPart` that keeps the raw text (a truncated call is never run with guessed arguments);
+- a response that ends with an error is marked `metadata["incomplete"] = True`;
 - ids are the provider's; an id is generated only where the provider gave none or an empty one;
 - events are appended to `events`, which the streaming layer drains after each network chunk.
 
@@ -25,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from ._depth import MAX_VALUE_DEPTH, depth_exceeds
 from ._partial_json import PartialJSON
 from .events import (
     ErrorEvent,
@@ -118,7 +120,14 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
         return {}, None
     if not isinstance(value, dict):
         return None, f"The arguments are JSON but not an object (got {type(value).__name__})."
+    # Deep nesting needs as many brackets: counting them (fast) spares the walk for ordinary arguments.
+    if stripped.count("{") + stripped.count("[") > MAX_VALUE_DEPTH and depth_exceeds(value):
+        return None, _TOO_DEEP
     return value, None
+
+
+_TOO_DEEP = (f"The arguments nest objects and arrays more than {MAX_VALUE_DEPTH} levels deep, more than "
+             "toolwire keeps, so the call was not run.")
 
 
 class _TextRun:
@@ -199,6 +208,11 @@ class Accumulator:
         self._id_factory = id_factory
         self._slots: list[_Slot] = []
         self._last: _Slot | None = None
+
+    @property
+    def has_content(self) -> bool:
+        """Whether any part (text, thinking, call, whole part) has been started."""
+        return bool(self._slots)
 
     # -- text and thinking -------------------------------------------------------------------
 
@@ -349,6 +363,8 @@ class Accumulator:
             call._pending.arguments = call.preview.snapshot()  # the fragments before the end, in full
             call._pending = None
         raw = call.raw
+        if arguments is not None and complete and depth_exceeds(arguments):
+            complete, reason = False, _TOO_DEEP
         if arguments is not None and complete:
             if not raw:
                 raw = orjson.dumps(arguments).decode()
@@ -377,6 +393,8 @@ class Accumulator:
         `arguments` may be an object, a JSON string, `None` or `"null"`.
         """
         call = self.start_call(call_id, name, provider_data=provider_data)
+        if depth_exceeds(arguments):
+            return self.end_call(call, complete=False, reason=_TOO_DEEP)
         if isinstance(arguments, dict):
             raw = orjson.dumps(arguments).decode()
             call.fragments.append(raw)
@@ -415,6 +433,8 @@ class Accumulator:
         if self.finish_reason is None and self.error is None:
             self.fail("incomplete_stream",
                       "The stream ended before the provider said the response was complete.")
+        if self.error is not None:
+            self.metadata["incomplete"] = True
         cut = self.error is not None or self.finish_reason == "length"
         for call in self.calls:
             if not call.ended:
@@ -428,8 +448,7 @@ class Accumulator:
         elif reason == "stop" and any(isinstance(c.result, ToolCallPart) for c in self.calls):
             # Some hosts (Gemini's and Ollama's compatible endpoints) say "stop" after calling tools.
             reason = "tool_calls"
-        self.finish_reason = reason
-        assert reason is not None
+        self.finish_reason = reason = reason or "error"
         self.events.append(FinishEvent(reason=reason, raw_reason=self.raw_finish_reason))
         if self.error is not None:
             self.events.append(self.error)
@@ -446,8 +465,9 @@ class Accumulator:
                 parts.append(ThinkingPart(text="".join(slot.chunks), signature=slot.signature,
                                           redacted=slot.redacted, provider_data=slot.provider_data))
             elif type(slot) is ToolCallBuilder:
-                assert slot.result is not None
-                parts.append(slot.result)
+                parts.append(slot.result if slot.result is not None else InvalidToolCallPart(
+                    id=slot.id, name=slot.name, arguments_raw=slot.raw, reason=TRUNCATED_REASON,
+                    provider_data=slot.provider_data))
             else:
                 parts.append(slot)  # type: ignore[arg-type]
         return parts
