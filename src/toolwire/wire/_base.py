@@ -30,7 +30,7 @@ from ._values import InvalidField, SurrogateJoiner, slow_loads
 if TYPE_CHECKING:
     from ..providers import Provider
 
-__all__ = ["JSONLinesParser", "SSEParser", "StreamParser", "WireProtocol"]
+__all__ = ["JSONLinesParser", "SSEParser", "StreamParser", "WireProtocol", "sse_prefix"]
 
 _HEAD_BYTES = 512
 """How much of the body is kept for explaining a body in which nothing was recognised."""
@@ -195,7 +195,10 @@ class StreamParser(ABC):
         """The error for a body that ended without a completion signal: what was received, and why."""
         complete = "The stream ended before the provider said the response was complete."
         if self.frames == 0:
-            return "unrecognised_body", self.describe_body()
+            # The start of a stream that was cut early is incomplete; other bytes are not a stream at all.
+            head = b"".join(self._head).lstrip()
+            kind = "incomplete_stream" if self.stream_prefix(head) else "unrecognised_body"
+            return kind, self.describe_body() if kind == "unrecognised_body" or not head else complete
         acc = self.acc
         if self._first is not None and not acc.calls and acc.usage is None and not acc.has_content:
             try:
@@ -211,6 +214,10 @@ class StreamParser(ABC):
                 )
         return "incomplete_stream", complete
 
+    def stream_prefix(self, head: bytes) -> bool:
+        """Whether `head` (the body, nothing framed yet) can be the start of a stream cut short."""
+        return not head
+
     def describe_body(self) -> str:
         """A sentence on a body in which no frame was recognised: its content type, start and likely cause."""
         head = b"".join(self._head)[:_HEAD_BYTES]
@@ -220,18 +227,27 @@ class StreamParser(ABC):
         hint = (f"Check that the base URL points at a {self.protocol} endpoint (with `toolwire replay`, that "
                 "--protocol is right).")
         if not text:
-            return f"The provider answered with an empty body{kind} instead of a {self.protocol} stream. {hint}"
+            return f"The provider answered with an empty body{kind} instead of a stream in the {self.protocol} protocol. {hint}"
         ctype = (self.content_type or "").lower()
         if "html" in ctype or text[:1] == b"<":
-            return (f"The provider answered with an HTML page{kind} instead of a {self.protocol} stream, usually "
+            return (f"The provider answered with an HTML page{kind} instead of a stream in the {self.protocol} protocol, usually "
                     f"the error page of a proxy or gateway in between; it began: {start!r}. {hint}")
         if text[:1] in (b"{", b"["):
             from .._transport import error_message_from_body
 
             said = error_message_from_body(head)
-            return (f"The provider answered with one JSON document{kind} instead of a {self.protocol} stream: "
+            return (f"The provider answered with one JSON document{kind} instead of a stream in the {self.protocol} protocol: "
                     f"the request was not streamed, or this is an error; it said: {said[:300]!r}. {hint}")
         return (f"No {self.protocol} event was found in the body{kind}; it began: {start!r}. {hint}")
+
+
+_SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
+
+
+def sse_prefix(head: bytes) -> bool:
+    """Whether `head` can begin an event stream: nothing yet, or the start of an SSE field line."""
+    line = head[:16]
+    return any(line.startswith(f) or f.startswith(line) for f in _SSE_FIELDS)
 
 
 def _looks_like_json(data: bytes | str) -> bool:
@@ -255,6 +271,9 @@ class SSEParser(StreamParser):
 
     def on_limit(self, value: int) -> None:
         self._decoder.max_event_bytes = value
+
+    def stream_prefix(self, head: bytes) -> bool:
+        return sse_prefix(head)
 
     def feed(self, chunk: bytes) -> None:
         if self.stopped:
@@ -337,6 +356,9 @@ class JSONLinesParser(StreamParser):
         super().__init__(acc)
         self._tail: list[bytes] = []
         self._tail_size = 0
+
+    def stream_prefix(self, head: bytes) -> bool:
+        return not head or head[:1] == b"{"
 
     def feed(self, chunk: bytes) -> None:
         if self.stopped:
