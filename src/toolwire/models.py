@@ -9,30 +9,40 @@
 `Model` is the interface the agent needs; `HTTPModel` implements it over a wire protocol and httpx, and
 `toolwire.testing.ScriptedModel` implements it without a network. Leaving the `async with` early closes
 the HTTP response. A stream that breaks or reports an error still yields `message_end` with everything
-complete so far, then raises a `StreamError` carrying that partial message.
+complete so far, then raises a `StreamError` carrying that partial message (marked
+`metadata["incomplete"] = True`): whatever the body holds, nothing but toolwire's exceptions escapes.
+
+Time is bounded per request (`timeout=`, see `Timeout`): the deadline and the idle timeout are checked
+with the clock after each network read (a plain comparison), and a read is given a cancel scope of its
+own only when less time is left than the socket's read timeout would wait: near the deadline, or while
+bytes trickle in without completing an event. The per-read path stays as cheap as before.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 
 from ._accumulate import Accumulator, new_call_id
-from ._transport import RetryPolicy, open_stream
+from ._sse import MAX_EVENT_BYTES
+from ._transport import RetryPolicy, Secrets, Timeout, display_url, open_stream
 from .events import Event, FinishReason, Usage
-from .exceptions import ProviderStreamError, StreamInterruptedError, UserError
+from .exceptions import MalformedStreamError, ProviderStreamError, StreamInterruptedError, UserError
 from .messages import Message
 from .providers import Provider, get_provider
 from .settings import ModelSettings
 from .tools import ToolDefinition
 from .wire import WireProtocol, protocol_class
 
-__all__ = ["HTTPModel", "Model", "ModelResponse", "get_model"]
+__all__ = ["HTTPModel", "Model", "ModelResponse", "Timeout", "get_model"]
 
 
 class ModelResponse(ABC):
@@ -97,13 +107,17 @@ class HTTPModel(Model):
         api_key: str | None = None,
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
+        timeout: float | Timeout | httpx.Timeout | None = None,
         max_retries: int = 2,
         headers: dict[str, str] | None = None,
         settings: ModelSettings | None = None,
         previews: bool = True,
         id_factory: Callable[[], str] = new_call_id,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
+        """See `get_model`. `timeout`: seconds for the whole request, or a `Timeout` (the default when
+        None, or the socket timeouts of `http_client` with the default deadline); `max_event_bytes`: the
+        largest single event a stream may send before it is stopped with `event_too_large`."""
         self.provider = provider
         self.model = model
         self.name = f"{provider.name}:{model}"
@@ -114,13 +128,16 @@ class HTTPModel(Model):
         self.base_url = provider.resolve_base_url(base_url)
         self._client = http_client
         self._owns_client = http_client is None
-        if isinstance(timeout, (int, float)):
-            timeout = httpx.Timeout(timeout, connect=min(float(timeout), 10.0))
-        # An explicit timeout applies per request, even on a caller's client; otherwise a client we
-        # create waits long (reasoning models can think for minutes) but connects fast.
-        self.request_timeout = timeout
-        self.timeout = timeout or httpx.Timeout(600.0, connect=10.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float, Timeout, httpx.Timeout, type(None))):
+            raise UserError(f"timeout must be seconds (a number), a toolwire Timeout or None; got {timeout!r}.")
+        if isinstance(timeout, (int, float)) and timeout <= 0:
+            raise UserError(f"timeout must be a positive number of seconds; got {timeout!r}.")
+        # Every request gets these socket timeouts, even on a caller's client (whose own timeouts are the
+        # default then); the idle timeout and the deadline are toolwire's own (see `Timeout`).
+        self.timeouts = Timeout.of(timeout if timeout is not None or http_client is None else http_client.timeout)
+        self.timeout = self.timeouts.httpx()
         self.retry = RetryPolicy(max_retries=max_retries)
+        self.max_event_bytes = max_event_bytes
         self.headers = {**provider.headers, **(headers or {})}
         self.settings: ModelSettings = settings or {}
         self.previews = previews
@@ -165,7 +182,7 @@ class HTTPModel(Model):
         settings: ModelSettings | None = None,
     ) -> StreamedResponse:
         url, body, headers = self.build_request(messages, tools, settings)
-        return StreamedResponse(self, url, orjson.dumps(body), headers)
+        return StreamedResponse(self, url, _encode(body), headers)
 
 
 class StreamedResponse(ModelResponse):
@@ -178,6 +195,8 @@ class StreamedResponse(ModelResponse):
         self._headers = headers
         self._response: httpx.Response | None = None
         self._iterator: AsyncIterator[Event] | None = None
+        self._deadline: float | None = None
+        self._secrets = Secrets.of_request(url, headers, model.api_key)
         self.accumulator = Accumulator(previews=model.previews, id_factory=model.id_factory,
                                        provider=model.provider_name, previews_per_read=True)
         self.message: Message | None = None
@@ -186,9 +205,11 @@ class StreamedResponse(ModelResponse):
 
     async def __aenter__(self) -> StreamedResponse:
         m = self._model
+        total = m.timeouts.total
+        self._deadline = None if total is None else time.monotonic() + total
         self._response = await open_stream(
             m.client, url=self._url, body=self._body, headers=self._headers, provider=m.provider_name,
-            retry=m.retry, timeout=m.request_timeout,
+            retry=m.retry, timeout=m.timeouts, deadline=self._deadline, secrets=self._secrets,
         )
         return self
 
@@ -217,10 +238,43 @@ class StreamedResponse(ModelResponse):
         acc = self.accumulator
         m = self._model
         parser = m.protocol.new_parser(acc)
+        parser.content_type = response.headers.get("content-type")
+        if m.max_event_bytes != MAX_EVENT_BYTES:
+            parser.max_event_bytes = m.max_event_bytes
         acc.metadata["provider"] = m.provider_name
+        name = m.provider_name
+        idle = m.timeouts.idle
+        deadline = self._deadline
+        # Below this much time left, a read gets a cancel scope (see the module docstring).
+        scoped_below = idle - min(1.0, idle / 10)
+        reader = response.aiter_bytes().__aiter__()
+        last_progress = time.monotonic()
+        frames = 0
         try:
-            async for chunk in response.aiter_bytes():
+            while True:
+                limit = last_progress + idle
+                if deadline is not None and deadline < limit:
+                    limit = deadline
+                wait = limit - time.monotonic()
+                if wait <= 0:
+                    self._time_out(deadline is not None and limit == deadline)
+                    break
+                try:
+                    if wait < scoped_below:
+                        chunk = None
+                        with anyio.move_on_after(wait):
+                            chunk = await reader.__anext__()
+                        if chunk is None:
+                            self._time_out(deadline is not None and limit == deadline)
+                            break
+                    else:
+                        chunk = await reader.__anext__()
+                except StopAsyncIteration:
+                    break
                 parser.feed(chunk)
+                if parser.frames != frames:
+                    frames = parser.frames
+                    last_progress = time.monotonic()
                 if acc._stale:
                     acc.refresh_previews()
                 if acc.events:
@@ -230,25 +284,65 @@ class StreamedResponse(ModelResponse):
                 if parser.stopped:
                     break
         except httpx.TimeoutException as exc:
-            acc.fail("timeout", f"{m.provider_name} stopped sending before the response was complete "
-                                f"(read timeout: {exc}).")
-        except httpx.TransportError as exc:
-            acc.fail("connection_lost", f"The connection to {m.provider_name} dropped before the response "
-                                        f"was complete ({type(exc).__name__}: {exc}).")
+            acc.fail("timeout", f"{name} stopped sending before the response was complete (read timeout: "
+                                f"{type(exc).__name__}). Raise timeout= (Timeout(idle=...)) if the model is expected "
+                                "to pause longer.")
+        except httpx.DecodingError as exc:
+            encoding = response.headers.get("content-encoding", "none")
+            acc.fail("decoding_error", f"The response body from {name} could not be decoded (content-encoding "
+                                       f"{encoding}: {exc}). The body is corrupt, or a proxy changed it without "
+                                       "saying so; everything complete before that point is kept.")
+        except httpx.HTTPError as exc:
+            acc.fail("connection_lost", f"The connection to {name} dropped before the response was complete "
+                                        f"({type(exc).__name__}: {exc}).")
+        finally:
+            await reader.aclose()  # type: ignore[attr-defined]
         self.message = parser.close()
         self.usage = acc.usage
         self.finish_reason = acc.finish_reason
+        error = acc.error
+        if error is not None:
+            error.message = self._secrets.redact(error.message).replace(self._url, display_url(self._url))
         events, acc.events = acc.events, []
         for event in events:
             yield event
-        error = acc.error
         if error is not None:
-            cls = StreamInterruptedError if error.error_type in _INTERRUPTIONS else ProviderStreamError
-            raise cls(error.message, provider=m.provider_name, error_type=error.error_type,
-                      partial_message=self.message)
+            kind = error.error_type
+            cls = (StreamInterruptedError if kind in _INTERRUPTIONS
+                   else MalformedStreamError if kind in _MALFORMED else ProviderStreamError)
+            raise cls(error.message, provider=name, error_type=kind, partial_message=self.message)
+
+    def _time_out(self, deadline: bool) -> None:
+        m = self._model
+        if deadline:
+            self.accumulator.fail(
+                "deadline", f"The response from {m.provider_name} did not finish within the request's deadline of "
+                            f"{m.timeouts.total:g} s, so it was stopped. Raise timeout= (Timeout(total=...)) for "
+                            "longer answers.")
+        else:
+            self.accumulator.fail(
+                "timeout", f"{m.provider_name} sent no complete event for {m.timeouts.idle:g} s, so the response "
+                           "was stopped (bytes that do not complete an event do not count). Raise timeout= "
+                           "(Timeout(idle=...)) if the model is expected to pause longer.")
 
 
-_INTERRUPTIONS = frozenset({"incomplete_stream", "connection_lost", "timeout", "malformed_chunk"})
+_INTERRUPTIONS = frozenset({"incomplete_stream", "connection_lost", "timeout", "deadline", "decoding_error"})
+_MALFORMED = frozenset({"malformed_chunk", "invalid_field", "unrecognised_body", "event_too_large"})
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    """The request body as JSON; values orjson refuses (past 255 levels, huge integers) take the slow way."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        pass
+    try:
+        return json.dumps(body, separators=(",", ":")).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UserError(
+            f"The request cannot be encoded as JSON ({type(exc).__name__}: {exc}). A message holds a value that "
+            "is not JSON or is nested too deeply; remove it from the history."
+        ) from exc
 
 
 def get_model(
@@ -259,7 +353,12 @@ def get_model(
     http_client: httpx.AsyncClient | None = None,
     **kwargs: Any,
 ) -> HTTPModel:
-    """A model from `"provider:model"` (e.g. `"openai:gpt-4.1-mini"`, `"groq:llama-3.3-70b-versatile"`)."""
+    """A model from `"provider:model"` (e.g. `"openai:gpt-4.1-mini"`, `"groq:llama-3.3-70b-versatile"`).
+
+    Keyword arguments go to `HTTPModel`: `timeout=` (seconds for the whole request, or a `Timeout` with
+    `total`, `connect` and `idle`), `max_retries=`, `headers=`, `settings=`, `previews=`, `id_factory=`,
+    `max_event_bytes=`.
+    """
     provider_name, sep, model = spec.partition(":")
     if not sep or not model:
         raise UserError(

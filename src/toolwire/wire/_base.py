@@ -25,7 +25,7 @@ from .._sse import MAX_EVENT_BYTES, EventTooLarge, SSEDecoder
 from ..messages import Message
 from ..settings import ModelSettings
 from ..tools import ToolDefinition
-from ._values import InvalidField, SurrogateJoiner, slow_loads
+from ._values import InvalidField, SurrogateJoiner, error_message_from_body, slow_loads
 
 if TYPE_CHECKING:
     from ..providers import Provider
@@ -226,18 +226,17 @@ class StreamParser(ABC):
         start = text[:160].decode("utf-8", "replace")
         hint = (f"Check that the base URL points at a {self.protocol} endpoint (with `toolwire replay`, that "
                 "--protocol is right).")
+        instead = f"instead of a stream in the {self.protocol} protocol"
         if not text:
-            return f"The provider answered with an empty body{kind} instead of a stream in the {self.protocol} protocol. {hint}"
+            return f"The provider answered with an empty body{kind} {instead}. {hint}"
         ctype = (self.content_type or "").lower()
         if "html" in ctype or text[:1] == b"<":
-            return (f"The provider answered with an HTML page{kind} instead of a stream in the {self.protocol} protocol, usually "
-                    f"the error page of a proxy or gateway in between; it began: {start!r}. {hint}")
+            return (f"The provider answered with an HTML page{kind} {instead}, usually the error page of a proxy "
+                    f"or gateway in between; it began: {start!r}. {hint}")
         if text[:1] in (b"{", b"["):
-            from .._transport import error_message_from_body
-
             said = error_message_from_body(head)
-            return (f"The provider answered with one JSON document{kind} instead of a stream in the {self.protocol} protocol: "
-                    f"the request was not streamed, or this is an error; it said: {said[:300]!r}. {hint}")
+            return (f"The provider answered with one JSON document{kind} {instead}: the request was not "
+                    f"streamed, or this is an error; it said: {said[:300]!r}. {hint}")
         return (f"No {self.protocol} event was found in the body{kind}; it began: {start!r}. {hint}")
 
 

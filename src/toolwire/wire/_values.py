@@ -19,6 +19,8 @@ import json
 import re
 from typing import Any, NoReturn
 
+import orjson
+
 from .._depth import MAX_VALUE_DEPTH, depth_exceeds
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "count",
     "deep",
     "depth_exceeds",
+    "error_message_from_body",
     "kind_of",
     "need_dict",
     "need_list",
@@ -118,6 +121,31 @@ def deep(value: Any, path: str, limit: int = MAX_VALUE_DEPTH) -> Any:
 
 class _Deep:
     """Stands for a too-deep value in messages (never shown whole)."""
+
+
+def error_message_from_body(body: bytes) -> str:
+    """The human message inside a provider's error body (OpenAI, Anthropic, Gemini, Cohere shapes)."""
+    try:
+        data: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        text = body.decode("utf-8", "replace").strip()
+        return text[:500] or "(empty body)"
+    if isinstance(data, list) and data:
+        data = data[0]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            for key in ("message", "detail", "error"):
+                value = err.get(key)
+                if isinstance(value, str) and value:
+                    return value
+        if isinstance(err, str):
+            return err
+        for key in ("message", "detail"):
+            value = data.get(key)
+            if isinstance(value, str):
+                return value
+    return body.decode("utf-8", "replace")[:500]
 
 
 # -- the slow path: payloads the fast parser refused ------------------------------------------------

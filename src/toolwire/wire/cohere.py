@@ -182,7 +182,7 @@ def _index(payload: dict[str, Any]) -> int:
     index = payload.get("index", 0)
     if type(index) is not int:
         wrong("index", "a whole number", index)
-    return index  # type: ignore[no-any-return]
+    return index
 
 
 def _tool_call(payload: dict[str, Any]) -> dict[str, Any]:

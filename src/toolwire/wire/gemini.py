@@ -553,8 +553,8 @@ class GeminiParser(StreamParser):
         if inline is not None:  # generated media (image models)
             path = "candidates[0].content.parts[].inlineData"
             inline = need_dict(inline, path)
-            acc.part(FilePart(media_type=need_str(inline.get("mimeType", "application/octet-stream"), f"{path}.mimeType"),
-                              data=opt_str(inline.get("data"), f"{path}.data")))
+            media_type = need_str(inline.get("mimeType", "application/octet-stream"), f"{path}.mimeType")
+            acc.part(FilePart(media_type=media_type, data=opt_str(inline.get("data"), f"{path}.data")))
             self._last_kind = "file"
             return
         text = opt_str(part.get("text"), "candidates[0].content.parts[].text")

@@ -87,7 +87,8 @@ def read_usage(usage: dict[str, Any]) -> Usage:
     return Usage(
         input_tokens=count(usage.get("input_tokens"), "response.usage.input_tokens"),
         output_tokens=count(usage.get("output_tokens"), "response.usage.output_tokens"),
-        cache_read_tokens=count(input_details.get("cached_tokens"), "response.usage.input_tokens_details.cached_tokens"),
+        cache_read_tokens=count(input_details.get("cached_tokens"),
+                                "response.usage.input_tokens_details.cached_tokens"),
         cache_write_tokens=count(input_details.get("cache_write_tokens"),
                                  "response.usage.input_tokens_details.cache_write_tokens"),
         reasoning_tokens=count(output_details.get("reasoning_tokens"),
