@@ -28,6 +28,7 @@ from .events import (
     UsageEvent as UsageEvent,
 )
 from .exceptions import (
+    MalformedStreamError as MalformedStreamError,
     MaxStepsExceeded as MaxStepsExceeded,
     ProviderConnectionError as ProviderConnectionError,
     ProviderError as ProviderError,
@@ -54,7 +55,13 @@ from .messages import (
     dump_messages as dump_messages,
     load_messages as load_messages,
 )
-from .models import HTTPModel as HTTPModel, Model as Model, ModelResponse as ModelResponse, get_model as get_model
+from .models import (
+    HTTPModel as HTTPModel,
+    Model as Model,
+    ModelResponse as ModelResponse,
+    Timeout as Timeout,
+    get_model as get_model,
+)
 from .settings import ModelSettings as ModelSettings
 from .tools import RunContext as RunContext, Tool as Tool, ToolDefinition as ToolDefinition, tool as tool
 
@@ -72,6 +79,7 @@ __all__ = [
     "HTTPModel",
     "InMemoryChatMemory",
     "InvalidToolCallPart",
+    "MalformedStreamError",
     "MaxStepsExceeded",
     "Message",
     "MessageEndEvent",
@@ -99,6 +107,7 @@ __all__ = [
     "TextPart",
     "ThinkingDelta",
     "ThinkingPart",
+    "Timeout",
     "Tool",
     "ToolCallDelta",
     "ToolCallEnd",

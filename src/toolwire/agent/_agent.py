@@ -22,7 +22,7 @@ from ..events import MessageEndEvent, TextDelta, ToolCallDelta, ToolCallEnd, Too
 from ..exceptions import UserError
 from ..memory import ChatMemory
 from ..messages import Message
-from ..models import HTTPModel, Model, get_model
+from ..models import HTTPModel, Model, Timeout, get_model
 from ..settings import ModelSettings
 from ..tools import ApprovalPredicate, Tool
 from ._approval import Approval, RunState
@@ -75,6 +75,8 @@ class Agent(Generic[OutputT]):
             model is still streaming; `"after_stream"`: all tools start when the response has ended;
             `"sequential"`: one tool at a time, in call order, after the response.
         http_client: An `httpx.AsyncClient` for a model named by string.
+        timeout: For a model named by string: seconds each model request may take in all, or a
+            `toolwire.Timeout` (`total`, `connect`, `idle`); see `toolwire.get_model`.
         requires_approval: Decides for every call (sync or async function of the `ToolCallPart`)
             whether a person must approve it, on top of each tool's own `requires_approval`.
         memory: A `ChatMemory` that holds the conversation: runs read their history from it and append
@@ -112,13 +114,15 @@ class Agent(Generic[OutputT]):
         output_type: type[OutputT] | None = None,
         output_mode: OutputMode = "auto",
         output_retries: int = 1,
+        timeout: float | Timeout | None = None,
     ) -> None:
         if isinstance(model, str):
-            self.model: Model = get_model(model, api_key=api_key, base_url=base_url, http_client=http_client)
+            self.model: Model = get_model(model, api_key=api_key, base_url=base_url, http_client=http_client,
+                                          timeout=timeout)
             self._owns_model = True
         elif isinstance(model, Model):
-            if base_url is not None or api_key is not None or http_client is not None:
-                raise UserError("base_url, api_key and http_client configure a model named by string; "
+            if base_url is not None or api_key is not None or http_client is not None or timeout is not None:
+                raise UserError("base_url, api_key, http_client and timeout configure a model named by string; "
                                 "configure the Model object you passed instead.")
             self.model = model
             self._owns_model = False

@@ -30,6 +30,24 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", default=None, help="send requests to this base URL instead of the provider's")
     parser.add_argument("--api-key", default=None, help="the API key (default: the provider's environment variable)")
     parser.add_argument("--max-steps", type=int, default=20, help="the most model requests one turn may make")
+    add_timeout_argument(parser)
+
+
+def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
+    """`--timeout SECONDS`: the deadline of each model request (`timeout=` of `get_model`)."""
+    parser.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                        help="the most seconds one model request may take in all (default: 1800, with 300 "
+                             "without a new event)")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def load_tool(spec: str) -> list[Tool[..., Any]]:
@@ -96,4 +114,4 @@ def make_agent(args: argparse.Namespace, *, tools: Sequence[Tool[..., Any]] | No
     loaded = load_tools(args.tool) if tools is None else list(tools)
     check_model(args.model, api_key=args.api_key)
     return Agent(args.model, tools=loaded, system=args.system, max_steps=args.max_steps, api_key=args.api_key,
-                 base_url=args.base_url)
+                 base_url=args.base_url, timeout=args.timeout)
