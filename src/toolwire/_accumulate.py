@@ -11,7 +11,9 @@ methods below with a handle; the accumulator owns everything that must be the sa
   arguments parse as a JSON object nested at most `MAX_VALUE_DEPTH` levels; otherwise it becomes an
   `InvalidToolCallPart` that keeps the raw text (a truncated call is never run with guessed arguments);
 - a response that ends with an error is marked `metadata["incomplete"] = True`;
-- ids are the provider's; an id is generated only where the provider gave none or an empty one;
+- ids are the provider's; an id is generated only where the provider gave none or an empty one, or
+  one that an earlier call of the same response already has (ids stay unique, so every call can be
+  answered);
 - events are appended to `events`, which the streaming layer drains after each network chunk.
 
 No network, no asyncio: everything here is plain synchronous code, unit-testable with literals.
@@ -205,6 +207,7 @@ class Accumulator:
         self.error: ErrorEvent | None = None
         self.message: Message | None = None
         self.calls: list[ToolCallBuilder] = []
+        self._call_ids: set[str] = set()
         self._id_factory = id_factory
         self._slots: list[_Slot] = []
         self._last: _Slot | None = None
@@ -292,8 +295,11 @@ class Accumulator:
 
     def start_call(self, call_id: str | None, name: str | None, *,
                    provider_data: dict[str, Any] | None = None) -> ToolCallBuilder:
-        """A new call begins; an empty or missing id gets a generated one."""
-        call = ToolCallBuilder(len(self.calls), call_id or self._id_factory(), name or "", provider_data)
+        """A new call begins; an empty, missing or already used id gets a generated one."""
+        if not call_id or call_id in self._call_ids:
+            call_id = self._id_factory()
+        self._call_ids.add(call_id)
+        call = ToolCallBuilder(len(self.calls), call_id, name or "", provider_data)
         self.calls.append(call)
         self._slots.append(call)
         self._last = call
