@@ -4,8 +4,8 @@ it differs. Every test cites its item ("hostile-input item N")."""
 from __future__ import annotations
 
 import asyncio
-import re
 import gzip
+import re
 import time
 from typing import Any
 
@@ -313,7 +313,7 @@ async def test_bytes_that_never_complete_an_event_hit_the_idle_timeout() -> None
 
 
 async def test_a_server_that_never_answers_is_given_up_within_the_deadline_not_per_attempt() -> None:
-    """Hostile-input item 6: a hung server is waited for once, within the deadline, not 3 × the timeout."""
+    """Hostile-input item 6: a hung server is waited for once, within the deadline, not three times the timeout."""
     async def hang(request: Request, writer: Writer) -> None:
         await asyncio.sleep(30)
 
@@ -331,7 +331,7 @@ async def test_agent_and_cli_take_a_timeout() -> None:
     body = sse(chat({"content": "Hi"}), *[chat({"content": "."})] * 100, chat({}, "stop"))
     async with FaultServer(_trickle(body, 0.05)) as server:
         agent = Agent("openai:gpt-4o", base_url=server.base_url, api_key=KEY, timeout=0.8)
-        with pytest.raises(StreamInterruptedError, match="deadline of 0.8 s") as info:
+        with pytest.raises(StreamInterruptedError, match=r"deadline of 0\.8 s") as info:
             await agent.run("go")
         assert info.value.messages is not None
         assert info.value.messages[-1].metadata["incomplete"] is True
@@ -431,7 +431,7 @@ async def test_toolwire_record_never_prints_an_echoed_key(tmp_path: Any, capsys:
 async def test_a_body_that_is_not_a_stream_says_what_it_is(content_type: str, body: bytes, said: str) -> None:
     """Hostile-input item 9: an HTML error page with status 200, a non-streamed JSON answer."""
     async with FaultServer(serve(body, headers={"content-type": content_type})) as server:
-        message, error = await stream(server)
+        _, error = await stream(server)
     assert isinstance(error, MalformedStreamError)
     assert error.error_type == "unrecognised_body"
     assert said in str(error) and content_type in str(error) and "base URL" in str(error)
