@@ -248,14 +248,14 @@ class StreamedResponse(ModelResponse):
         # Below this much time left, a read gets a cancel scope (see the module docstring).
         scoped_below = idle - min(1.0, idle / 10)
         reader = response.aiter_bytes().__aiter__()
-        last_progress = time.monotonic()
+        now = last_progress = time.monotonic()
         frames = 0
         try:
             while True:
                 limit = last_progress + idle
                 if deadline is not None and deadline < limit:
                     limit = deadline
-                wait = limit - time.monotonic()
+                wait = limit - now  # `now` is from the last read: one clock reading per read
                 if wait <= 0:
                     self._time_out(deadline is not None and limit == deadline)
                     break
@@ -272,9 +272,10 @@ class StreamedResponse(ModelResponse):
                 except StopAsyncIteration:
                     break
                 parser.feed(chunk)
+                now = time.monotonic()
                 if parser.frames != frames:
                     frames = parser.frames
-                    last_progress = time.monotonic()
+                    last_progress = now
                 if acc._stale:
                     acc.refresh_previews()
                 if acc.events:

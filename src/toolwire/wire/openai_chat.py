@@ -55,7 +55,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
-from ._values import count, deep, need_dict, need_list, need_str, opt_str, wrong
+from ._values import count, deep, need_dict, need_str, wrong
 
 __all__ = ["MAX_CALL_ID_LENGTH", "OpenAIChatParser", "Protocol", "map_finish_reason", "result_content",
            "shorten_call_id"]
@@ -75,6 +75,9 @@ _FINISH: dict[str, FinishReason] = {
     "content_filter": "content_filter",
     "error": "error",
 }
+
+
+_EMPTY: dict[str, Any] = {}
 
 
 def map_finish_reason(raw: str) -> FinishReason:
@@ -153,33 +156,34 @@ class OpenAIChatParser(SSEParser):
                         wrong("choices[].index", "a whole number", index)
                     acc.metadata["other_choices_ignored"] = True
                     continue
-                self.on_choice(choice)
+                delta = choice.get("delta")
+                if delta:
+                    if type(delta) is not dict:
+                        wrong("choices[0].delta", "an object", delta)
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning:
+                        acc.thinking(need_str(reasoning, "choices[0].delta.reasoning"))
+                    content = delta.get("content")
+                    if content:
+                        if type(content) is str:
+                            acc.text(content)
+                        else:
+                            self.on_content(content)
+                    refusal = delta.get("refusal")
+                    if refusal:
+                        acc.metadata["refusal"] = True
+                        acc.text(need_str(refusal, "choices[0].delta.refusal"))
+                    tool_calls = delta.get("tool_calls")
+                    if tool_calls:
+                        if type(tool_calls) is not list:
+                            wrong("choices[0].delta.tool_calls", "a list", tool_calls)
+                        self.on_tool_calls(tool_calls)
+                finish = choice.get("finish_reason")
+                if finish:
+                    self.on_finish(need_str(finish, "choices[0].finish_reason"))
         error = payload.get("error")
         if error or event == "error":
             self.on_error(error if error is not None else payload)
-
-    def on_choice(self, choice: dict[str, Any]) -> None:
-        acc = self.acc
-        delta = choice.get("delta")
-        if delta:
-            if type(delta) is not dict:
-                wrong("choices[0].delta", "an object", delta)
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning:
-                acc.thinking(need_str(reasoning, "choices[0].delta.reasoning"))
-            content = delta.get("content")
-            if content:
-                self.on_content(content)
-            refusal = delta.get("refusal")
-            if refusal:
-                acc.metadata["refusal"] = True
-                acc.text(need_str(refusal, "choices[0].delta.refusal"))
-            tool_calls = delta.get("tool_calls")
-            if tool_calls:
-                self.on_tool_calls(need_list(tool_calls, "choices[0].delta.tool_calls"))
-        finish = choice.get("finish_reason")
-        if finish:
-            self.on_finish(need_str(finish, "choices[0].finish_reason"))
 
     def on_content(self, content: Any) -> None:
         if type(content) is str:
@@ -197,12 +201,21 @@ class OpenAIChatParser(SSEParser):
         for entry in entries:
             if type(entry) is not dict:
                 wrong("choices[0].delta.tool_calls[]", "an object", entry)
+            # The checks are written out: this runs once per argument fragment.
             index = entry.get("index")
             if index is not None and type(index) is not int:
                 wrong("choices[0].delta.tool_calls[].index", "a whole number", index)
-            call_id = opt_str(entry.get("id"), "choices[0].delta.tool_calls[].id") or None
-            function = need_dict(entry.get("function") or {}, "choices[0].delta.tool_calls[].function")
-            name = opt_str(function.get("name"), "choices[0].delta.tool_calls[].function.name") or None
+            call_id = entry.get("id")
+            if call_id is not None and type(call_id) is not str:
+                wrong("choices[0].delta.tool_calls[].id", "a string", call_id)
+            call_id = call_id or None
+            function = entry.get("function") or _EMPTY
+            if type(function) is not dict:
+                wrong("choices[0].delta.tool_calls[].function", "an object", function)
+            name = function.get("name")
+            if name is not None and type(name) is not str:
+                wrong("choices[0].delta.tool_calls[].function.name", "a string", name)
+            name = name or None
             if index is not None:
                 call = self._by_index.get(index)
             else:

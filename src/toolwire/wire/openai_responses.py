@@ -291,10 +291,16 @@ class OpenAIResponsesParser(SSEParser):
         return (index is not None and index in self._text_items) or (item_id or "") in self._text_items
 
     def _on_text_delta(self, payload: dict[str, Any]) -> None:
+        # Once per text delta: the checks are written out rather than called.
         delta = payload["delta"]
-        if type(delta) is not str:
-            wrong("delta", "a string", delta)
-        self._text(_item_id(payload), _index(payload), delta)
+        item_id = payload.get("item_id")
+        index = payload.get("output_index")
+        if type(delta) is not str or (item_id is not None and type(item_id) is not str) or (
+                index is not None and type(index) is not int):
+            need_str(delta, "delta")  # one of these three raises, naming its field
+            _item_id(payload)
+            _index(payload)
+        self._text(item_id, index, delta)
 
     def _on_refusal_delta(self, payload: dict[str, Any]) -> None:
         self.acc.metadata["refusal"] = True
@@ -350,7 +356,10 @@ class OpenAIResponsesParser(SSEParser):
         delta = payload["delta"]
         if type(delta) is not str:
             wrong("delta", "a string", delta)
-        call = self._find_call(_item_id(payload), _index(payload))
+        item_id = payload.get("item_id")
+        call = self._calls.get(item_id) if type(item_id) is str else None
+        if call is None:
+            call = self._find_call(_item_id(payload), _index(payload))
         if call is not None:
             self.acc.call_arguments(call, delta)
 
