@@ -24,12 +24,12 @@ import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
 import anyio
 import httpx
 
-from .exceptions import ProviderConnectionError, ProviderHTTPError, ProviderTimeoutError
+from .exceptions import ProviderConnectionError, ProviderHTTPError, ProviderTimeoutError, UserError
 from .wire._values import error_message_from_body
 
 __all__ = [
@@ -163,9 +163,10 @@ class Secrets:
             if lowered in _SECRET_HEADERS or any(word in lowered for word in ("key", "token", "secret", "auth")):
                 values.append(value)
                 values.append(value.partition(" ")[2])
-        parts = urlsplit(url)
-        values.append(parts.password)
-        values.extend(v for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() in _SECRET_QUERY)
+        parts = _split(url)
+        if parts is not None:
+            values.append(parts.password)
+            values.extend(v for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() in _SECRET_QUERY)
         return cls(values)
 
     def redact(self, text: str) -> str:
@@ -182,7 +183,9 @@ _SECRET_QUERY = frozenset({"key", "api_key", "apikey", "api-key", "access_token"
 
 def display_url(url: str) -> str:
     """`url` without a password and with secret query parameters replaced, for messages."""
-    parts = urlsplit(url)
+    parts = _split(url)
+    if parts is None:
+        return url
     netloc = parts.netloc
     if parts.password is not None:
         netloc = netloc.replace(f":{parts.password}@", f":{REDACTED}@", 1)
@@ -191,6 +194,15 @@ def display_url(url: str) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = "&".join(f"{k}={REDACTED if k.lower() in _SECRET_QUERY else v}" for k, v in pairs)
     return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _split(url: str) -> SplitResult | None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a bad port only shows when read
+    except ValueError:
+        return None
+    return parts
 
 
 def _public_headers(response: httpx.Response) -> dict[str, str]:
@@ -242,7 +254,12 @@ async def open_stream(
                 f"({attempt} attempt(s)). Raise timeout= (Timeout(total=...)) or try again later.",
                 provider=provider,
             )
-        request = client.build_request("POST", url, content=body, headers=headers, timeout=timeout.httpx(remaining))
+        try:
+            request = client.build_request("POST", url, content=body, headers=headers,
+                                           timeout=timeout.httpx(remaining))
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            raise UserError(f"The URL {shown_url} cannot be requested ({exc}). Check base_url: it must be "
+                            "an http:// or https:// URL.") from exc
         try:
             response = await client.send(request, stream=True)
         except httpx.TimeoutException as exc:
