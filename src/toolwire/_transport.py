@@ -1,7 +1,8 @@
 """Sending a streaming request: a deadline, retries before the first byte, typed errors, no secrets.
 
-A request is retried on connection errors, timeouts, HTTP 408/409/429 and 5xx — but only until the
-response headers say 2xx. Once streaming has begun nothing is retried: the caller has already seen
+A request is retried on connection errors, connect timeouts, HTTP 408/409/429 and 5xx — but only until
+the response headers say 2xx. A server that accepted the request and then stayed silent for the whole
+idle timeout is not asked again: that would multiply the wait. Once streaming has begun nothing is retried: the caller has already seen
 events, and a replay would duplicate them.
 
 Time is bounded by a `Timeout`: `connect` for each connection, `idle` for the longest wait for the
@@ -263,7 +264,10 @@ async def open_stream(
         try:
             response = await client.send(request, stream=True)
         except httpx.TimeoutException as exc:
-            if await _wait_to_retry(retry, attempt, None, deadline):
+            # A server that accepted the request and then said nothing for a whole idle timeout is not
+            # asked again (that would multiply the wait); one that could not be reached in time is.
+            hung = isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout))
+            if not hung and await _wait_to_retry(retry, attempt, None, deadline):
                 attempt += 1
                 continue
             raise ProviderTimeoutError(
