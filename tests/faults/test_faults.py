@@ -7,12 +7,14 @@ import asyncio
 import gzip
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
 
 from tests.faults.server import FaultServer, Request, Writer
+from tests.wire.test_hostile_values import WRONG_TEXT
 from toolwire import Agent, Message, Timeout, get_model
 from toolwire.cli import main
 from toolwire.exceptions import (
@@ -45,6 +47,18 @@ def anthropic_events(*events: tuple[str, dict[str, Any]]) -> bytes:
 
 ANTHROPIC_START = ("message_start", {"type": "message_start", "message": {"id": "msg_1", "model": "claude",
                                                                          "usage": {"input_tokens": 3}}})
+
+
+def echo_tool() -> tuple[list[str], Callable[..., str]]:
+    """A tool named `echo` and the list of the texts it was run with."""
+    ran: list[str] = []
+
+    def echo(text: str = "") -> str:
+        """Echo the text."""
+        ran.append(text)
+        return text
+
+    return ran, echo
 
 
 def serve(body: bytes, *, status: int = 200, headers: dict[str, str] | None = None, pieces: int = 1,
@@ -107,12 +121,7 @@ async def test_anthropic_text_that_is_a_list_keeps_the_finished_call_and_the_age
         ("content_block_delta", {"type": "content_block_delta", "index": 1,
                                  "delta": {"type": "text_delta", "text": ["x"]}}),
     )
-    ran: list[str] = []
-
-    def echo(text: str) -> str:
-        """Echo."""
-        ran.append(text)
-        return text
+    ran, echo = echo_tool()
 
     async with FaultServer(serve(body)) as server:
         agent = Agent("anthropic:claude", base_url=server.base_url, api_key=KEY, tools=[echo])
@@ -136,12 +145,7 @@ async def test_wrong_typed_ids_and_names_stop_the_stream_and_the_call_never_runs
                                                                                 field: str) -> None:
     """Hostile-input item 2: a numeric or list id, an object name — refused where they enter."""
     body = sse(chat({"tool_calls": [entry]}), chat({}, "tool_calls"))
-    ran: list[str] = []
-
-    def echo(text: str = "") -> str:
-        """Echo."""
-        ran.append(text)
-        return text
+    ran, echo = echo_tool()
 
     async with FaultServer(serve(body)) as server:
         agent = Agent("openai:gpt-4o", base_url=server.base_url, api_key=KEY, tools=[echo])
@@ -159,6 +163,22 @@ async def test_a_token_count_that_is_a_string_is_refused_with_its_field_named() 
     assert isinstance(error, MalformedStreamError)
     assert "`usage.prompt_tokens` as a string where a token count" in str(error)
     assert message is not None and message.text == "ok"
+
+
+SPECS = {"openai-chat": "openai:gpt-4o", "mistral": "mistral:mistral-large", "anthropic": "anthropic:claude",
+         "openai-responses": "openai-responses:gpt-5", "gemini": "gemini:gemini-2.5-flash", "ollama": "ollama:llama3",
+         "cohere": "cohere:command-a"}
+
+
+@pytest.mark.parametrize("protocol", sorted(WRONG_TEXT))
+async def test_every_protocol_over_http_turns_wrong_typed_text_into_a_malformed_stream_error(protocol: str) -> None:
+    """Hostile-input item 1, per protocol, through `model.stream` over real HTTP."""
+    body, field = WRONG_TEXT[protocol]
+    async with FaultServer(serve(body, pieces=3)) as server:
+        message, error = await stream(server, SPECS[protocol])
+    assert isinstance(error, MalformedStreamError) and error.error_type == "invalid_field"
+    assert f"`{field}`" in str(error)
+    assert message is not None and message.text == "ok " and message.metadata["incomplete"] is True
 
 
 # -- item 4: compressed bodies --------------------------------------------------------------------
@@ -210,12 +230,7 @@ async def test_anthropic_gzip_corrupt_after_a_tool_ran_keeps_the_tool_and_its_re
         ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}}),
         ("message_stop", {"type": "message_stop"}),
     )
-    ran: list[str] = []
-
-    def echo(text: str) -> str:
-        """Echo."""
-        ran.append(text)
-        return text
+    ran, echo = echo_tool()
 
     async with FaultServer(_gzip_handler(body, "corrupt-at-end")) as server:
         agent = Agent("anthropic:claude", base_url=server.base_url, api_key=KEY, tools=[echo])
@@ -431,14 +446,26 @@ async def test_toolwire_record_never_prints_an_echoed_key(tmp_path: Any, capsys:
      "one JSON document"),
     ("application/json", b'{"error": {"message": "model not found"}}', "it said: 'model not found'"),
 ])
-async def test_a_body_that_is_not_a_stream_says_what_it_is(content_type: str, body: bytes, said: str) -> None:
-    """Hostile-input item 9: an HTML error page with status 200, a non-streamed JSON answer."""
+@pytest.mark.parametrize("protocol", ["openai-chat", "anthropic", "openai-responses", "cohere"])
+async def test_a_body_that_is_not_a_stream_says_what_it_is(content_type: str, body: bytes, said: str,
+                                                          protocol: str) -> None:
+    """Hostile-input item 9: an HTML error page with status 200, a non-streamed JSON answer (SSE protocols)."""
     async with FaultServer(serve(body, headers={"content-type": content_type})) as server:
-        _, error = await stream(server)
+        _, error = await stream(server, SPECS[protocol])
     assert isinstance(error, MalformedStreamError)
     assert error.error_type == "unrecognised_body"
     assert said in str(error) and content_type in str(error) and "base URL" in str(error)
     assert "ended before the provider said" not in str(error)
+
+
+@pytest.mark.parametrize("protocol", ["ollama", "gemini"])
+async def test_an_html_page_is_named_as_such_by_the_json_framings_too(protocol: str) -> None:
+    """Hostile-input item 9 (NDJSON and Gemini's framing detection)."""
+    page = b"<html><head><title>504 Gateway Time-out</title></head><body>nginx</body></html>\n"
+    async with FaultServer(serve(page, headers={"content-type": "text/html"})) as server:
+        _, error = await stream(server, SPECS[protocol])
+    assert isinstance(error, MalformedStreamError) and error.error_type == "unrecognised_body"
+    assert "an HTML page (content type text/html)" in str(error) and "504 Gateway" in str(error)
 
 
 # -- item 10: Retry-After --------------------------------------------------------------------------
