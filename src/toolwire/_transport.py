@@ -2,8 +2,8 @@
 
 A request is retried on connection errors, connect timeouts, HTTP 408/409/429 and 5xx — but only until
 the response headers say 2xx. A server that accepted the request and then stayed silent for the whole
-idle timeout is not asked again: that would multiply the wait. Once streaming has begun nothing is retried: the caller has already seen
-events, and a replay would duplicate them.
+idle timeout is not asked again: that would multiply the wait. Once streaming has begun nothing is
+retried: the caller has already seen events, and a replay would duplicate them.
 
 Time is bounded by a `Timeout`: `connect` for each connection, `idle` for the longest wait for the
 response to begin or for the next event once it streams (bytes that do not complete an event do not

@@ -21,6 +21,7 @@ bytes trickle in without completing an event. The per-read path stays as cheap a
 from __future__ import annotations
 
 import json
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -244,38 +245,45 @@ class StreamedResponse(ModelResponse):
         acc.metadata["provider"] = m.provider_name
         name = m.provider_name
         idle = m.timeouts.idle
-        deadline = self._deadline
-        # Below this much time left, a read gets a cancel scope (see the module docstring).
+        deadline = self._deadline if self._deadline is not None else math.inf
+        # While more time is left than this, a read relies on the socket's read timeout (idle) and costs
+        # nothing extra; below it, a read gets a cancel scope of its own (see the module docstring).
         scoped_below = idle - min(1.0, idle / 10)
-        reader = response.aiter_bytes().__aiter__()
-        now = last_progress = time.monotonic()
+        reader = response.aiter_bytes()
+        read = reader.__anext__
+        monotonic = time.monotonic
+        now = monotonic()
+        plain_for = idle - scoped_below
+        plain_deadline = deadline - scoped_below
+        plain_until = min(now + plain_for, plain_deadline)
+        last_progress = now
         frames = 0
         try:
             while True:
-                limit = last_progress + idle
-                if deadline is not None and deadline < limit:
-                    limit = deadline
-                wait = limit - now  # `now` is from the last read: one clock reading per read
-                if wait <= 0:
-                    self._time_out(deadline is not None and limit == deadline)
-                    break
                 try:
-                    if wait < scoped_below:
-                        chunk = None
-                        with anyio.move_on_after(wait):
-                            chunk = await reader.__anext__()
-                        if chunk is None:
-                            self._time_out(deadline is not None and limit == deadline)
-                            break
+                    if now < plain_until:
+                        chunk = await read()
                     else:
-                        chunk = await reader.__anext__()
+                        limit = min(last_progress + idle, deadline)
+                        wait = limit - now
+                        got: bytes | None = None
+                        if wait > 0:
+                            with anyio.move_on_after(wait):
+                                got = await read()
+                        if got is None:
+                            self._time_out(limit == deadline)
+                            break
+                        chunk = got
                 except StopAsyncIteration:
                     break
                 parser.feed(chunk)
-                now = time.monotonic()
+                now = monotonic()  # one clock reading per read
                 if parser.frames != frames:
                     frames = parser.frames
                     last_progress = now
+                    plain_until = now + plain_for
+                    if plain_until > plain_deadline:
+                        plain_until = plain_deadline
                 if acc._stale:
                     acc.refresh_previews()
                 if acc.events:
