@@ -6,9 +6,10 @@
 Runs the generated M and L streams of the three generated protocols through `model.stream` (argument
 previews on, as users get them) over `httpx.MockTransport`, in two read patterns: 16 KiB reads (a busy
 socket) and one read per event (a quiet one, where per-read overhead shows). Toolwire and the limit
-(SSE framing plus `orjson.loads`) are timed in interleaved rounds; the figure is the fastest round's µs
-per event (on a shared machine the fastest run is the least disturbed one, as `timeit` reasons) and its
-ratio to the fastest limit run. Run it on two trees alternately to compare them.
+(SSE framing plus `orjson.loads`) are timed in interleaved rounds, in CPU time of this process; the
+figure is the fastest round's µs per event (on a shared machine the fastest run is the least disturbed
+one, as `timeit` reasons) and its ratio to the fastest limit run. Run it on two trees alternately to
+compare them.
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ def measure(protocol: str, size: str, reads: str, rounds: int) -> tuple[float, f
     limits: list[float] = []
     for _ in range(rounds):
         gc.collect(1)
-        start = time.perf_counter()
+        start = time.process_time()
         limit()
-        limits.append(time.perf_counter() - start)
+        limits.append(time.process_time() - start)
         gc.collect(1)
-        start = time.perf_counter()
+        start = time.process_time()
         loop.run_until_complete(toolwire())  # type: ignore[arg-type]
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     loop.close()
     return min(times) * 1e6 / stream.events, min(times) / min(limits)
 

@@ -12,16 +12,20 @@ the HTTP response. A stream that breaks or reports an error still yields `messag
 complete so far, then raises a `StreamError` carrying that partial message (marked
 `metadata["incomplete"] = True`): whatever the body holds, nothing but toolwire's exceptions escapes.
 
-Time is bounded per request (`timeout=`, see `Timeout`): the deadline and the idle timeout are checked
-with the clock after each network read (a plain comparison), and a read is given a cancel scope of its
-own only when less time is left than the socket's read timeout would wait: near the deadline, or while
-bytes trickle in without completing an event. The per-read path stays as cheap as before.
+Time is bounded per request (`timeout=`, see `Timeout`) without a timer per network read: on asyncio
+over an HTTP/1.1 connection, one alarm is armed for the earlier of the deadline and "last complete
+event + idle", re-armed when it finds progress, and when it finds none it shuts the connection's
+socket down, so the pending read ends at once and the stream reports the timeout. Elsewhere (trio,
+HTTP/2, transports without a socket) a read gets a cancel scope of its own once less time is left than
+the socket's read timeout would wait. Either way the per-read cost is one clock reading.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -197,6 +201,7 @@ class StreamedResponse(ModelResponse):
         self._response: httpx.Response | None = None
         self._iterator: AsyncIterator[Event] | None = None
         self._deadline: float | None = None
+        self._alarm: _Alarm | None = None
         self._secrets = Secrets.of_request(url, headers, model.api_key)
         self.accumulator = Accumulator(previews=model.previews, id_factory=model.id_factory,
                                        provider=model.provider_name, previews_per_read=True)
@@ -246,18 +251,17 @@ class StreamedResponse(ModelResponse):
         name = m.provider_name
         idle = m.timeouts.idle
         deadline = self._deadline if self._deadline is not None else math.inf
-        # While more time is left than this, a read relies on the socket's read timeout (idle) and costs
-        # nothing extra; below it, a read gets a cancel scope of its own (see the module docstring).
-        scoped_below = idle - min(1.0, idle / 10)
         reader = response.aiter_bytes()
         read = reader.__anext__
         monotonic = time.monotonic
-        now = monotonic()
-        plain_for = idle - scoped_below
-        plain_deadline = deadline - scoped_below
-        plain_until = min(now + plain_for, plain_deadline)
-        last_progress = now
+        now = last_progress = monotonic()
+        alarm = _Alarm.arm(response, deadline, idle, now)
+        # Without an alarm: while more time is left than this, a read relies on the socket's read timeout
+        # (idle) and costs nothing extra; below it, a read gets a cancel scope of its own.
+        slack = min(1.0, idle / 10)
+        plain_until = min(now + slack, deadline - idle + slack) if alarm is None else math.inf
         frames = 0
+        self._alarm = alarm
         try:
             while True:
                 try:
@@ -281,9 +285,12 @@ class StreamedResponse(ModelResponse):
                 if parser.frames != frames:
                     frames = parser.frames
                     last_progress = now
-                    plain_until = now + plain_for
-                    if plain_until > plain_deadline:
-                        plain_until = plain_deadline
+                    if alarm is not None:
+                        alarm.progress = now
+                    else:
+                        plain_until = now + slack
+                        if plain_until > deadline - idle + slack:
+                            plain_until = deadline - idle + slack
                 if acc._stale:
                     acc.refresh_previews()
                 if acc.events:
@@ -292,19 +299,13 @@ class StreamedResponse(ModelResponse):
                         yield event
                 if parser.stopped:
                     break
-        except httpx.TimeoutException as exc:
-            acc.fail("timeout", f"{name} stopped sending before the response was complete (read timeout: "
-                                f"{type(exc).__name__}). Raise timeout= (Timeout(idle=...)) if the model is expected "
-                                "to pause longer.")
-        except httpx.DecodingError as exc:
-            encoding = response.headers.get("content-encoding", "none")
-            acc.fail("decoding_error", f"The response body from {name} could not be decoded (content-encoding "
-                                       f"{encoding}: {exc}). The body is corrupt, or a proxy changed it without "
-                                       "saying so; everything complete before that point is kept.")
+            if alarm is not None and alarm.fired is not None:
+                self._time_out(alarm.fired == "deadline")  # the socket was shut down: not an end of body
         except httpx.HTTPError as exc:
-            acc.fail("connection_lost", f"The connection to {name} dropped before the response was complete "
-                                        f"({type(exc).__name__}: {exc}).")
+            self._transport_failed(exc, response)
         finally:
+            if alarm is not None:
+                alarm.cancel()
             await reader.aclose()  # type: ignore[attr-defined]
         self.message = parser.close()
         self.usage = acc.usage
@@ -321,6 +322,24 @@ class StreamedResponse(ModelResponse):
                    else MalformedStreamError if kind in _MALFORMED else ProviderStreamError)
             raise cls(error.message, provider=name, error_type=kind, partial_message=self.message)
 
+    def _transport_failed(self, exc: httpx.HTTPError, response: httpx.Response) -> None:
+        acc, name = self.accumulator, self._model.provider_name
+        alarm = self._alarm
+        if alarm is not None and alarm.fired is not None:
+            self._time_out(alarm.fired == "deadline")  # the alarm shut the socket down
+        elif isinstance(exc, httpx.TimeoutException):
+            acc.fail("timeout", f"{name} stopped sending before the response was complete (read timeout: "
+                                f"{type(exc).__name__}). Raise timeout= (Timeout(idle=...)) if the model is expected "
+                                "to pause longer.")
+        elif isinstance(exc, httpx.DecodingError):
+            encoding = response.headers.get("content-encoding", "none")
+            acc.fail("decoding_error", f"The response body from {name} could not be decoded (content-encoding "
+                                       f"{encoding}: {exc}). The body is corrupt, or a proxy changed it without "
+                                       "saying so; everything complete before that point is kept.")
+        else:
+            acc.fail("connection_lost", f"The connection to {name} dropped before the response was complete "
+                                        f"({type(exc).__name__}: {exc}).")
+
     def _time_out(self, deadline: bool) -> None:
         m = self._model
         if deadline:
@@ -333,6 +352,56 @@ class StreamedResponse(ModelResponse):
                 "timeout", f"{m.provider_name} sent no complete event for {m.timeouts.idle:g} s, so the response "
                            "was stopped (bytes that do not complete an event do not count). Raise timeout= "
                            "(Timeout(idle=...)) if the model is expected to pause longer.")
+
+
+class _Alarm:
+    """Ends a read that outlives the deadline or the idle timeout, with one timer per idle period.
+
+    Armed for the earlier of the deadline and `progress + idle`; when it fires after progress, it is
+    armed again for the new limit; otherwise it shuts the connection's socket down, so the read waiting on
+    it ends at once (the stream then reports the timeout, never a dropped connection). Only for asyncio
+    and HTTP/1.1 (an HTTP/2 socket carries other requests too) over a real socket.
+    """
+
+    __slots__ = ("_deadline", "_handle", "_idle", "_loop", "_socket", "fired", "progress")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: Any, deadline: float, idle: float,
+                 now: float) -> None:
+        self._loop = loop
+        self._socket = sock
+        self._deadline = deadline
+        self._idle = idle
+        self.progress = now
+        self.fired: str | None = None
+        self._handle = loop.call_at(min(now + idle, deadline), self._fire)
+
+    @classmethod
+    def arm(cls, response: httpx.Response, deadline: float, idle: float, now: float) -> _Alarm | None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None  # not asyncio (trio): reads get cancel scopes
+        if response.http_version != "HTTP/1.1" or abs(loop.time() - now) > 1.0:
+            return None
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if not callable(getattr(sock, "shutdown", None)):
+            return None  # a mock transport, or a stream without a socket
+        return cls(loop, sock, deadline, idle, now)
+
+    def _fire(self) -> None:
+        limit = min(self.progress + self._idle, self._deadline)
+        if self._loop.time() < limit:
+            self._handle = self._loop.call_at(limit, self._fire)
+            return
+        self.fired = "deadline" if limit == self._deadline else "idle"
+        try:
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: the read has ended anyway
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
 
 _INTERRUPTIONS = frozenset({"incomplete_stream", "connection_lost", "timeout", "deadline", "decoding_error"})

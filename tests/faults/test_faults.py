@@ -516,3 +516,28 @@ async def test_invalid_calls_are_never_run_after_any_fault() -> None:
         message, error = await stream(server)
     assert isinstance(error, StreamInterruptedError)
     assert message is not None and isinstance(message.parts[0], InvalidToolCallPart)
+
+
+async def test_without_a_socket_the_deadline_and_idle_timeout_still_hold() -> None:
+    """Hostile-input item 6, on a transport without a socket (no alarm): reads get cancel scopes."""
+    import httpx
+
+    class Trickle(httpx.AsyncByteStream):
+        async def __aiter__(self) -> Any:
+            yield sse(chat({"content": "Hi"}), done=False)
+            for byte in b'data: {"choices": [{"index": 0, "delta": {"content": "' + b"q" * 1000:
+                await asyncio.sleep(0.01)
+                yield bytes([byte])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Trickle())
+
+    for timeout, kind in ((1.0, "deadline"), (Timeout(total=60, idle=0.7), "timeout")):
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            model = get_model("openai:gpt-4o", api_key=KEY, http_client=client, timeout=timeout)
+            started = time.monotonic()
+            with pytest.raises(StreamInterruptedError) as info:
+                await model.request([Message.user("hi")])
+            assert time.monotonic() - started < 2.0
+        assert info.value.error_type == kind
+        assert info.value.partial_message is not None and info.value.partial_message.text == "Hi"
