@@ -109,6 +109,8 @@ class FaultServer:
             await self.handler(request, writer)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            pass  # the server is closing: this connection's task ends here (asyncio would log it otherwise)
         finally:
             stream.close()
             self._tasks.discard(task)  # type: ignore[arg-type]
