@@ -174,7 +174,7 @@ class StreamParser(ABC):
     def invalid(self, exc: InvalidField, data: bytes) -> None:
         self.stop(
             "invalid_field",
-            f"The {self.protocol} stream sent `{exc.path}` as {_kind_for(exc)} where {exc.expected} belongs, "
+            f"The {self.protocol} stream sent `{exc.path}` as {exc.kind} where {exc.expected} belongs, "
             "so the response was stopped there; everything complete before it is kept. The provider, or a "
             "proxy in between, is sending data this protocol does not allow.",
         )
@@ -252,12 +252,6 @@ def sse_prefix(head: bytes) -> bool:
 def _looks_like_json(data: bytes | str) -> bool:
     head = data.lstrip()[:1]
     return head in (b"{", b"[", "{", "[", b'"', '"') or not head
-
-
-def _kind_for(exc: InvalidField) -> str:
-    from ._values import _Deep, kind_of
-
-    return "a value nested too deeply" if isinstance(exc.value, _Deep) else kind_of(exc.value)
 
 
 class SSEParser(StreamParser):

@@ -47,10 +47,11 @@ class InvalidField(ValueError):
     """A field the adapter reads has a type its protocol does not allow."""
 
     def __init__(self, path: str, expected: str, value: Any) -> None:
-        super().__init__(f"{path} is {kind_of(value)} where {expected} belongs")
         self.path = path
         self.expected = expected
         self.value = value
+        self.kind = "a value nested too deeply" if isinstance(value, _Deep) else kind_of(value)
+        super().__init__(f"{path} is {self.kind} where {expected} belongs")
 
 
 def kind_of(value: Any) -> str:
