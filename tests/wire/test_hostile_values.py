@@ -345,3 +345,14 @@ def test_a_lone_surrogate_half_becomes_a_replacement_character() -> None:
     assert result.message.text == "a\ufffdb"
     assert isinstance(result.message.parts[0], TextPart)
     assert not any(isinstance(p, (ThinkingPart, ToolCallPart)) for p in result.message.parts)
+
+
+def test_gemini_partial_args_cannot_ask_for_a_billion_array_elements() -> None:
+    """Hostile-input item 5 (memory): an array index far past the end is refused, not filled with nulls."""
+    body = sse({"candidates": [{"content": {"parts": [{"functionCall": {
+        "name": "f", "willContinue": True,
+        "partialArgs": [{"jsonPath": "$.items[999999999]", "numberValue": 1}]}}]}}]})
+    result = replay("gemini", body)
+    assert result.error is not None and result.error.error_type == "malformed_chunk"
+    assert "skips to element 999999999" in result.error.message
+    assert result.message.tool_calls == []

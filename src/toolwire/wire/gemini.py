@@ -399,9 +399,14 @@ def _store(container: dict[str, Any] | list[Any], step: str | int, value: Any) -
         return
     if not isinstance(step, int):
         raise ValueError(f"partialArgs names key {step!r} inside an array")
-    if step >= len(container):
-        container.extend([None] * (step + 1 - len(container)))
-    container[step] = value
+    if step > len(container):
+        # Elements arrive in order; a gap would have to be filled, and a hostile index could ask for
+        # a billion of them.
+        raise ValueError(f"partialArgs skips to element {step} of an array that has {len(container)}")
+    if step == len(container):
+        container.append(value)
+    else:
+        container[step] = value
 
 
 # -- parser -------------------------------------------------------------------------------------
