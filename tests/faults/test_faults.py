@@ -45,6 +45,17 @@ def anthropic_events(*events: tuple[str, dict[str, Any]]) -> bytes:
     return b"".join(f"event: {name}\n".encode() + b"data: " + orjson.dumps(data) + b"\n\n" for name, data in events)
 
 
+def anthropic_tool_use(call_id: str, arguments: str) -> list[tuple[str, dict[str, Any]]]:
+    """One complete `tool_use` block (index 0) calling `echo`."""
+    return [
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "tool_use", "id": call_id, "name": "echo", "input": {}}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "input_json_delta", "partial_json": arguments}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    ]
+
+
 ANTHROPIC_START = ("message_start", {"type": "message_start", "message": {"id": "msg_1", "model": "claude",
                                                                          "usage": {"input_tokens": 3}}})
 
@@ -111,11 +122,7 @@ async def test_anthropic_text_that_is_a_list_keeps_the_finished_call_and_the_age
     call (it ran), answers it, and raises with a valid history."""
     body = anthropic_events(
         ANTHROPIC_START,
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {}}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "input_json_delta", "partial_json": '{"text": "hi"}'}}),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        *anthropic_tool_use("toolu_1", '{"text": "hi"}'),
         ("content_block_start", {"type": "content_block_start", "index": 1,
                                  "content_block": {"type": "text", "text": ""}}),
         ("content_block_delta", {"type": "content_block_delta", "index": 1,
@@ -222,11 +229,7 @@ async def test_anthropic_gzip_corrupt_after_a_tool_ran_keeps_the_tool_and_its_re
     """Hostile-input item 4 (anthropic): the body breaks after a call completed and the agent ran it."""
     body = anthropic_events(
         ANTHROPIC_START,
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "tool_use", "id": "toolu_9", "name": "echo", "input": {}}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "input_json_delta", "partial_json": '{"text": "a"}'}}),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        *anthropic_tool_use("toolu_9", '{"text": "a"}'),
         ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}}),
         ("message_stop", {"type": "message_stop"}),
     )
