@@ -123,6 +123,10 @@ class App {
     ui.message.addEventListener("input", () => this.fitMessageBox());
     ui.stop.addEventListener("click", () => this.session?.stop());
     window.addEventListener("hashchange", () => this.route());
+    // Chats made or renamed in another tab show up when this one is looked at again.
+    this.doc.addEventListener("visibilitychange", () => {
+      if (!this.doc.hidden && this.api !== null && !this.ui.app.hidden) this.refreshChats();
+    });
   }
 
   toggleSidebar(open = !this.ui.app.classList.contains("sidebar-open")) {
