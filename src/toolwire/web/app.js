@@ -52,6 +52,7 @@ class App {
     this.view = null;
     this.chats = [];
     this.confirming = null; // the chat id whose delete button asks for confirmation
+    this.running = null; // the id of the open chat's run being followed
   }
 
   start() {
@@ -246,6 +247,7 @@ class App {
   }
 
   closeChat() {
+    this.running = null;
     this.session?.close();
     this.view?.destroy();
     this.session = null;
@@ -283,6 +285,10 @@ class App {
   onState(session, state) {
     if (session !== this.session) return;
     this.view.update(state);
+    // A run that ends changes the list (its chat moves to the top; a chat untitled until then has a title).
+    const running = activeRun(state)?.id ?? null;
+    if (this.running !== null && running === null) this.refreshChats();
+    this.running = running;
     // The last event drawn (tests wait on it; a person never sees it).
     this.ui.conversation.dataset.cursor = state.cursor ?? "";
     if (state.chat) {
@@ -324,7 +330,8 @@ class App {
         return;
       }
       session = this.session;
-    } else if (!(session.state.chat?.title ?? "") && session.state.rows.length === 0) {
+    } else if (session.state.chat !== null && !session.state.chat.title && session.state.rows.length === 0) {
+      // Only a chat known to be untitled (its GET answered): one typed into before that keeps its title.
       this.nameChat(session.chatId, titleFrom(text));
     }
     const refused = await session.send(text);
