@@ -202,6 +202,7 @@ class App {
     try {
       const chat = await this.api.createChat(title);
       this.chats = [chat, ...this.chats.filter((c) => c.id !== chat.id)];
+      this.ui.listMessage.textContent = "";
       this.drawChats();
       this.go(chat.id);
       return chat;
@@ -216,6 +217,7 @@ class App {
     try {
       await this.api.deleteChat(chatId);
       this.chats = this.chats.filter((c) => c.id !== chatId);
+      if (this.chats.length === 0) this.ui.listMessage.textContent = "No chats yet.";
       if (this.session?.chatId === chatId) this.go(null);
       this.drawChats();
     } catch (error) {
