@@ -76,6 +76,9 @@ def test_an_idle_page_follows_a_run_started_in_another_tab(served: ServerProcess
     page.expect_last_run_status("completed")
     expect(page.page.locator(".md", has_text="Done elsewhere.")).to_have_count(1)
     expect(page.page.locator(".user-message")).to_have_count(1)
+    with api(served) as client:  # deleted in the other tab: this one says so
+        assert client.delete(f"/api/chats/{chat_id}").status_code == 204
+    expect(page.page.locator(".notice")).to_contain_text("This chat was deleted", timeout=10_000)
 
 
 def test_another_users_chat_cannot_be_opened(served: ServerProcess, web: Open) -> None:

@@ -73,10 +73,14 @@ def test_the_weather_in_three_cities_streams_runs_in_parallel_and_survives_a_rel
     page.screenshot(screenshots / "serve-weather.png")
     page.expect_last_run_status("completed", timeout=15_000)
 
-    # The cards streamed: each showed its arguments growing while they arrived.
+    # The cards streamed: each showed partial arguments, growing, while they arrived (deltas 20 ms apart;
+    # two that reach a busy page in one task are drawn once, so only a partial text before the whole is
+    # asserted here; test_e2e_runs.py holds every delta and sees each one).
     for call_id in ids:
-        growing = [shown for shown, status in page.arguments_log(call_id) if status == "streaming" and shown]
-        assert len(growing) >= 3 and all(len(a) < len(b) for a, b in itertools.pairwise(growing)), growing
+        shown_while_streaming = [text for text, status in page.arguments_log(call_id) if status == "streaming" and text]
+        growing = [text for text, _ in itertools.groupby(shown_while_streaming)]
+        assert len(growing) >= 2 and all(len(a) < len(b) for a, b in itertools.pairwise(growing)), growing
+        assert not growing[0].startswith("{\n"), "raw, unparsable text first"
     # They ran in parallel: all three were running before the first result came.
     log = page.card_log()
     first_done = next(i for i, (_, status) in enumerate(log) if status == "done")

@@ -95,8 +95,12 @@ export class ChatSession {
       if (this.following !== null || globalThis.document?.hidden) continue;
       try {
         await this.checkIdle();
-      } catch {
-        // a failed look is retried at the next one; following and sending report their own errors
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 404) {
+          this.notice("This chat was deleted (perhaps in another tab). Pick another chat or start a new one.");
+          return;
+        }
+        // anything else is retried at the next look; following and sending report their own errors
       }
     }
   }
