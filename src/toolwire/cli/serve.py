@@ -3,8 +3,9 @@
     toolwire serve                                   # ./toolwire.db, offline fake model, demo tools
     toolwire serve --model anthropic:claude-haiku-4-5 --tools mytools:TOOLS --db postgresql://...
 
-Without `--model` it uses the offline fake provider (`FakeProviderServer` in automatic mode on a
-loopback port, real HTTP) with the demo tools, unless a provider key is set in the environment, in
+Without `--model` it uses the offline fake provider (`FakeProviderServer` on a loopback port, real
+HTTP, answering with `_offline.DemoResponder`: the demo tools a message asks for, e.g. the weather of
+each city it names) with the demo tools, unless a provider key is set in the environment, in
 which case it says which model it picked (`--model fake` keeps the fake). Without `--token` or
 `--tokens-file` it makes a token for the user `local` and prints the URL to open, which carries it.
 
@@ -123,9 +124,10 @@ async def _model(args: argparse.Namespace, spec: str, factory_clients: list[http
         check_model(spec, api_key=args.api_key)
         yield get_model(spec, api_key=args.api_key, base_url=args.base_url), spec
         return
-    from ..testing import AutoResponder, FakeProviderServer
+    from ..testing import FakeProviderServer
+    from ._offline import DemoResponder
 
-    responder = AutoResponder(delay=args.fake_delay)
+    responder = DemoResponder(delay=args.fake_delay)
     async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
         # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
         client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0))

@@ -34,6 +34,7 @@ from ._records import (
     Run,
     RunStart,
     RunStatus,
+    RunSummary,
     User,
 )
 
@@ -182,6 +183,10 @@ class Store(ChatMemory, Protocol):
         ...
 
     async def paused_run(self, chat_id: str) -> PausedRun | None: ...
+
+    async def run_summaries(self, chat_id: str, *, after: int = 0) -> list[RunSummary]:
+        """The runs that the chat's rows after `after` belong to, in run order, with their decisions."""
+        ...
 
     async def record_step_message(self, run_id: str, message: Message) -> None:
         """Remember the assistant message of the step in progress (for recovery)."""
