@@ -33,6 +33,7 @@ from ..store import SQLStore, Store
 from .errors import ApiError, handle_api_error, handle_http_exception, handle_unexpected
 from .eventlog import EventLog, InMemoryEventLog
 from .limits import Limits, MemoryRateLimiter, RateLimiter, ResultPolicy
+from .protocol_routes import agui_run, vercel_chat, vercel_history, vercel_stop, vercel_stream
 from .routes import (
     ServerState,
     cancel_run,
@@ -165,6 +166,12 @@ def create_app(
         Route(chat + "/stream", stream, methods=["GET"]),
         Route(chat + "/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route(chat + "/approvals", decide, methods=["POST"]),
+        # Other protocols' front ends (README: "Vercel AI SDK (useChat)" and "AG-UI").
+        Route("/api/chat", vercel_chat, methods=["POST"]),
+        Route("/api/chat/{chat_id}/stream", vercel_stream, methods=["GET"]),
+        Route("/api/chat/{chat_id}/stop", vercel_stop, methods=["POST"]),
+        Route("/api/chat/{chat_id}/messages", vercel_history, methods=["GET"]),
+        Route("/api/agui", agui_run, methods=["POST"]),
     ]
     if config.web_dir is not None and config.web_dir.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=config.web_dir), name="static"))

@@ -41,6 +41,7 @@ __all__ = [
     "ApprovalDecided",
     "ApprovalNotFound",
     "ApprovalsIncomplete",
+    "ChatIdTaken",
     "ChatNotFound",
     "IdempotencyConflict",
     "NotPaused",
@@ -58,6 +59,12 @@ class StoreError(ToolwireError):
 
 class ChatNotFound(StoreError):
     code = "chat_not_found"
+
+
+class ChatIdTaken(StoreError):
+    """A chat with the id a caller chose already exists (its own or another user's)."""
+
+    code = "chat_exists"
 
 
 class RunConflict(StoreError):
@@ -128,7 +135,9 @@ class Store(ChatMemory, Protocol):
         ...
 
     # -- chats and messages ------------------------------------------------------------------
-    async def create_chat(self, user_id: str, title: str = "") -> Chat: ...
+    async def create_chat(self, user_id: str, title: str = "", *, chat_id: str | None = None) -> Chat:
+        """A new chat; with `chat_id` (a client's own id) it raises `ChatIdTaken` when that id exists."""
+        ...
 
     async def list_chats(self, user_id: str, *, limit: int = 200) -> list[Chat]:
         """The user's chats, most recently updated first."""
