@@ -8,12 +8,14 @@ an error.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.server.protocols.clients import NodeClients
+from tests.server.protocols.conftest import EXTRA_TOOLS
 from tests.server.support import TOKENS, GateServer, ServerProcess, calls, text
 from toolwire.testing.fake import FakeText, FakeThinking, FakeToolCall, FakeTurn
 
@@ -225,3 +227,21 @@ def test_an_approval_round_trip_approves_one_call_and_denies_the_other(node: Nod
                                                                   "approval": {"id": "apv_forged", "approved": True}}]}]})
         assert forged.status_code in (404, 409), forged.text
     assert [e for e in gate.events if e.startswith("transfer")] == ["transfer:alice:50"]
+
+
+def test_a_failed_run_is_an_error_chunk_after_its_parts_ended(node: NodeClients, serve: Callable[..., ServerProcess],
+                                                              gate: GateServer) -> None:
+    server = serve("--max-steps", "1", *EXTRA_TOOLS)  # a second model request fails the run
+    gate.script("fail", calls(("sleepy", {"seconds": 0.01, "label": "z"}), preamble="Checking."), text("Never."))
+    chat = new_chat(node, server)
+    state = node.call("send", name=chat, text="[[fail]] go")
+    assert state["rejected7"] == [] and state["rejected6"] == []
+    assert state["status"] == "error" and len(state["errors"]) == 1  # onError, once, with the server's sentence
+    assert "step" in state["errors"][0]
+    types = chunk_types(state)
+    assert types[-2:] == ["error", "finish"] and state["chunks"][-1]["finishReason"] == "error"
+    assert state["chunks"][-1]["messageMetadata"]["error"]["code"] == "max_steps"
+    assert types.count("text-start") == types.count("text-end") and types.count("start-step") == types.count(
+        "finish-step")
+    tool = state["messages"][-1]["parts"][2]  # the round that finished before the failure is kept
+    assert tool["toolCallId"] == "call_0_sleepy" and tool["state"] == "output-available"
