@@ -96,7 +96,13 @@ def _invalid(what: str, exc: ValidationError) -> ApiError:
     return ApiError(422, "invalid_request", f"The {what} is not valid at {where!r}: {first['msg']}.")
 
 
+def _no_nul(*values: str | None) -> None:
+    if any(value is not None and "\x00" in value for value in values):  # no database stores NUL in text
+        raise ApiError(422, "invalid_request", "Ids, texts and reasons must not contain NUL characters.")
+
+
 def _check_text(server: ServerState, text: str) -> None:
+    _no_nul(text)
     if not text.strip():
         raise ApiError(422, "invalid_request", "The message has no text; send some text.")
     if len(text) > server.limits.max_message_chars:
@@ -106,7 +112,6 @@ def _check_text(server: ServerState, text: str) -> None:
 
 async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str) -> Run:
     """Store the user's message and start its run (or attach to the run the same message started)."""
-    _check_text(server, text)
     handle = await server.manager.send_message(user, chat, text, client_message_id)
     if handle.created and not chat.title:
         await server.store.rename_chat(user.id, chat.id, _title_from(text))
@@ -159,6 +164,7 @@ def _approval_responses(message: _UIMessage) -> list[Decision]:
                 (reason is not None and not isinstance(reason, str)):
             raise ApiError(422, "invalid_request", "An approval response needs an approval id (a string), `approved` "
                                                    "(true or false) and, optionally, a `reason` (a string).")
+        _no_nul(approval_id, reason)
         decisions.append(Decision(approval_id=approval_id[:200], approved=approved,
                                   reason=reason[:2000] if reason else None))
     return decisions
@@ -176,13 +182,14 @@ async def vercel_chat(request: Request) -> Response:
         last = _UIMessage.model_validate(raw)
     except ValidationError as exc:
         raise _invalid("last message", exc) from None
-    chat = await _chat_for_message(server, user, body.id)
+    # The request is checked whole before anything is stored (a chat id is only taken by a valid message).
     if last.role == "assistant":
         decisions = _approval_responses(last)
         if not decisions:
             raise ApiError(422, "invalid_request", "The last message is the assistant's and answers no approval; "
                                                    "send a user message, or approval responses (addToolApproval"
                                                    "Response) for every pending approval.")
+        chat = await _chat_for_message(server, user, body.id)
         handle = await server.manager.decide(user, chat, decisions)
         turn = await _turn(server.store, chat.id, handle.run)
         return _stream(server, chat, handle.run, VercelEncoder(message_id=turn[-1].id), VERCEL_HEADERS)
@@ -192,7 +199,11 @@ async def vercel_chat(request: Request) -> Response:
     if body.trigger == "regenerate-message":
         raise ApiError(422, "unsupported", "Regenerating an answer is not supported: the chat's history is kept on "
                                            "the server and is never rewritten. Send a new message instead.")
-    run = await _start(server, user, chat, _user_text(last), last.id)
+    text = _user_text(last)
+    _check_text(server, text)
+    _no_nul(last.id)
+    chat = await _chat_for_message(server, user, body.id)
+    run = await _start(server, user, chat, text, last.id)
     return _stream(server, chat, run, VercelEncoder(message_id=run.id), VERCEL_HEADERS)
 
 
@@ -290,6 +301,7 @@ def _resume_decisions(agent_input: RunAgentInput) -> list[Decision]:
                                                        "\"reason\"?: string} (or just true or false).")
         else:
             reason = "The person dismissed this approval."
+        _no_nul(entry.interrupt_id, reason)
         decisions.append(Decision(approval_id=entry.interrupt_id[:200], approved=approved,
                                   reason=reason[:2000] if reason else None))
     return decisions
@@ -311,14 +323,20 @@ async def agui_run(request: Request) -> Response:
     """`POST /api/agui`: an AG-UI `RunAgentInput`; answers the run as AG-UI events."""
     server, user = await _caller(request)
     agent_input = await read_body(request, RunAgentInput, server.limits.max_body_bytes * _HISTORY_FACTOR)
-    chat = await _chat_for_message(server, user, agent_input.thread_id)
     if agent_input.resume:
-        handle = await server.manager.decide(user, chat, _resume_decisions(agent_input))
-        run = handle.run
+        decisions = _resume_decisions(agent_input)
+        chat = await _chat_for_message(server, user, agent_input.thread_id)
+        run = (await server.manager.decide(user, chat, decisions)).run
     else:
         last = agent_input.messages[-1] if agent_input.messages else None
         if last is None or last.role != "user":
             raise ApiError(422, "invalid_request", "The last message must be the user's (or send `resume` entries "
                                                    "answering the interrupts of the paused run).")
-        run = await _start(server, user, chat, _agui_text(getattr(last, "content", "")), last.id[:200])
+        text = _agui_text(getattr(last, "content", ""))
+        _check_text(server, text)
+        if not 1 <= len(last.id) <= 200:
+            raise ApiError(422, "invalid_request", "A message id is 1 to 200 characters.")
+        _no_nul(last.id)
+        chat = await _chat_for_message(server, user, agent_input.thread_id)
+        run = await _start(server, user, chat, text, last.id)
     return _stream(server, chat, run, AguiEncoder(thread_id=chat.id, run_id=agent_input.run_id))

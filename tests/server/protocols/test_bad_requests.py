@@ -88,3 +88,21 @@ def test_cross_origin_pages_are_allowed_only_from_the_configured_origins(
         answer = client.get("/api/chat/some-chat/messages", headers={
             "Origin": "http://localhost:3000", "Authorization": f"Bearer {TOKENS['alice']}"})
         assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == "http://localhost:3000"
+
+
+def test_nul_characters_are_refused_before_anything_is_stored(server: ServerProcess, gate: GateServer) -> None:
+    user = {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi\x00there"}]}
+    answer = {"id": "a1", "role": "assistant", "parts": [{"type": "tool-transfer", "state": "approval-responded",
+                                                          "approval": {"id": "apv\x00", "approved": True}}]}
+    with httpx.Client(base_url=server.url, trust_env=False, timeout=30,
+                      headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as client:
+        for body in ({"id": "nul-1", "messages": [user]},
+                     {"id": "nul-2", "messages": [{**user, "id": "m\x00", "parts": [{"type": "text", "text": "x"}]}]},
+                     {"id": "nul-3", "messages": [answer]}):
+            refused = client.post("/api/chat", json=body)
+            assert refused.status_code == 422, refused.text
+        agui = client.post("/api/agui", json={"threadId": "nul-4", "runId": "r", "messages": [
+            {"id": "m1", "role": "user", "content": "a\x00b"}]})
+        assert agui.status_code == 422
+        for chat_id in ("nul-1", "nul-2", "nul-3", "nul-4"):  # no chat was made for a refused message
+            assert client.get(f"/api/chats/{chat_id}").status_code == 404

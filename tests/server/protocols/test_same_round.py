@@ -3,12 +3,14 @@ route and the AG-UI route is stored as the same `tools_aggregate` row, on SQLite
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.server.protocols.clients import NodeClients
+from tests.server.protocols.conftest import EXTRA_TOOLS
 from tests.server.protocols.test_vercel import clean, new_chat
 from tests.server.support import TOKENS, GateServer, ServerProcess, calls, text
 
@@ -20,8 +22,10 @@ def round_script(gate: GateServer, tag: str) -> None:
 
 
 @pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indirect=True)
-def test_the_same_round_is_the_same_stored_row_through_every_route(node: NodeClients, server: ServerProcess,
+def test_the_same_round_is_the_same_stored_row_through_every_route(node: NodeClients,
+                                                                   serve: Callable[..., ServerProcess],
                                                                    gate: GateServer) -> None:
+    server = serve(*EXTRA_TOOLS)
     for tag in ("via-native", "via-vercel", "via-agui"):
         round_script(gate, tag)
     headers = {"Authorization": f"Bearer {TOKENS['alice']}"}
