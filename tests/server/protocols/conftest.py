@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.databases import PostgresCluster, sqlite_url
+from tests.databases import fresh_database, sqlite_url
 from tests.server.protocols.clients import NodeClients
 from tests.server.support import GateServer, ServerProcess
 
@@ -20,15 +20,8 @@ EXTRA_TOOLS = ("--tools", "tests.server.protocols.tools:TOOLS")
 
 @pytest.fixture(params=["sqlite"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path)
-        return
-    cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
-    name = cluster.new_database()
-    try:
-        yield cluster.url(name)
-    finally:
-        cluster.drop_database(name)
+    """SQLite only here, unless a test parametrizes `db_url` itself (`indirect=True`)."""
+    yield from fresh_database(request, tmp_path, request.param)
 
 
 @pytest.fixture(scope="module")
