@@ -198,6 +198,10 @@ def test_an_approval_round_trip_approves_one_call_and_denies_the_other(node: Nod
     waiting = asked["messages"][-1]
     assert [p.get("state") for p in waiting["parts"]] == [None, "done", "approval-requested", "approval-requested"]
     assert not [e for e in gate.events if e.startswith("transfer")]  # nothing ran yet
+    if not automatic:  # a reload while the approvals wait: the stored chat shows them, as the client has them
+        stored = node.call("history", url=server.url, token=TOKENS["alice"], chatId=f"ui-{chat}")
+        assert stored["invalid"] is None
+        assert stored["messages"] == [{k: v for k, v in m.items() if k != "metadata"} for m in asked["messages"]]
 
     done = node.call("approve", name=chat, decisions=[{"approved": True},
                                                       {"approved": False, "reason": "Not to mallory."}])

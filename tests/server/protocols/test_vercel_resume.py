@@ -63,7 +63,8 @@ def test_a_conversation_with_an_approval_and_a_reload_mid_run(node: NodeClients,
     gate.script("plan", calls(("sleepy", {"seconds": 0.02, "label": "weather"}),
                               ("sleepy", {"seconds": 0.01, "label": "tables"}), preamble="Looking."),
                 text("Sunny, and a table is free."))
-    gate.script("chain", calls(("transfer", {"to": "alice", "amount": 5}), preamble="Paying."),
+    gate.script("chain", calls(("sleepy", {"seconds": 0.01, "label": "balance"}), preamble="Checking."),
+                calls(("transfer", {"to": "alice", "amount": 5}), preamble="Paying."),
                 calls(("gated", {"label": "after"})), text("Paid and checked."))
     first = new_chat(node, server)
     planned = node.call("send", name=first, text="[[plan]] plan my evening")
@@ -91,8 +92,10 @@ def test_a_conversation_with_an_approval_and_a_reload_mid_run(node: NodeClients,
     expected[1].pop("metadata")  # the stored history has no stream metadata (usage and the like) for old turns
     assert [m["role"] for m in resumed["messages"]] == ["user", "assistant", "user", "assistant"]
     assert resumed["messages"] == expected
-    assert kinds(resumed["messages"][-1]["parts"]) == ["step-start", "text", "tool-transfer", "step-start",
-                                                       "tool-gated", "step-start", "text"]
+    # The paused run's finished step (stored), the round it paused in, then the resumed run's own steps.
+    assert kinds(resumed["messages"][-1]["parts"]) == ["step-start", "text", "tool-sleepy", "step-start", "text",
+                                                       "tool-transfer", "step-start", "tool-gated", "step-start",
+                                                       "text"]
 
 
 def test_stop_cancels_the_run_and_every_follower_sees_it_end(node: NodeClients, server: ServerProcess,
