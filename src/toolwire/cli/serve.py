@@ -71,6 +71,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-tool-result-bytes", type=int, default=65_536, help="largest tool result kept and streamed")
     p.add_argument("--redact", action="append", default=[], metavar="SECRET",
                    help="a secret to replace by [REDACTED] in tool results (repeatable; the API key always is)")
+    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a browser origin allowed to call the API from its pages, e.g. http://localhost:3000 "
+                        "(repeatable; '*' for any)")
     p.add_argument("--fake-delay", type=float, default=0.02,
                    help="seconds between the fake model's stream frames (default: 0.02)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
@@ -187,7 +190,7 @@ async def _serve(args: argparse.Namespace) -> None:
                     tool_calls_per_minute=args.tool_calls_per_minute,
                     max_tool_result_bytes=args.max_tool_result_bytes, redact=tuple(secrets))
     config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
-                          max_events_per_chat=args.max_events_per_chat)
+                          max_events_per_chat=args.max_events_per_chat, cors_origins=tuple(args.cors_origin))
     sock = _listen(args.host, args.port)
     clients: list[httpx.AsyncClient] = []
     async with _model(args, spec, clients) as (model, described):

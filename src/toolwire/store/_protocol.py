@@ -42,6 +42,7 @@ __all__ = [
     "ApprovalDecided",
     "ApprovalNotFound",
     "ApprovalsIncomplete",
+    "ChatIdTaken",
     "ChatNotFound",
     "IdempotencyConflict",
     "NotPaused",
@@ -59,6 +60,12 @@ class StoreError(ToolwireError):
 
 class ChatNotFound(StoreError):
     code = "chat_not_found"
+
+
+class ChatIdTaken(StoreError):
+    """A chat with the id a caller chose already exists (its own or another user's)."""
+
+    code = "chat_exists"
 
 
 class RunConflict(StoreError):
@@ -129,7 +136,9 @@ class Store(ChatMemory, Protocol):
         ...
 
     # -- chats and messages ------------------------------------------------------------------
-    async def create_chat(self, user_id: str, title: str = "") -> Chat: ...
+    async def create_chat(self, user_id: str, title: str = "", *, chat_id: str | None = None) -> Chat:
+        """A new chat; with `chat_id` (a client's own id) it raises `ChatIdTaken` when that id exists."""
+        ...
 
     async def list_chats(self, user_id: str, *, limit: int = 200) -> list[Chat]:
         """The user's chats, most recently updated first."""

@@ -37,6 +37,7 @@ from ._protocol import (
     ApprovalDecided,
     ApprovalNotFound,
     ApprovalsIncomplete,
+    ChatIdTaken,
     ChatNotFound,
     IdempotencyConflict,
     NotPaused,
@@ -249,8 +250,11 @@ class SQLStore:
         now = utc_now()
         chat = Chat(id=chat_id or new_id("chat"), user_id=user_id, title=title, created_at=now, updated_at=now)
         async with self._write() as conn:
-            await conn.execute(insert(chats).values(id=chat.id, user_id=user_id, title=title, created_at=now,
-                                                    updated_at=now))
+            inserted = await conn.execute(
+                self._insert(chats).values(id=chat.id, user_id=user_id, title=title, created_at=now, updated_at=now)
+                .on_conflict_do_nothing(index_elements=["id"]))
+            if inserted.rowcount != 1:
+                raise ChatIdTaken(f"The chat id {chat.id!r} is already taken; choose another id.")
         return chat
 
     @_shielded
