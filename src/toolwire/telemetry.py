@@ -56,6 +56,7 @@ __all__ = [
     "Instrumentation",
     "RunTrace",
     "capture_context",
+    "enabled",
     "instrument",
     "instrumentation_for",
     "request_span",
@@ -129,6 +130,11 @@ def instrumentation_for(setting: bool | Instrumentation | None) -> Instrumentati
     raise UserError(f"instrument= takes True, False, None or an Instrumentation; got {type(setting).__name__}.")
 
 
+def enabled() -> bool:
+    """Whether runs of this process are traced by default (`instrument()` was called)."""
+    return _default is not None
+
+
 def capture_context() -> Context | None:
     """The current OpenTelemetry context, to pass as `trace_context=` to a run started elsewhere.
 
@@ -158,8 +164,11 @@ def _request_span(inst: Instrumentation, method: str, route: str, headers: Mappi
     from opentelemetry import propagate, trace
 
     parent = propagate.extract(dict(headers)) if headers else None
-    with inst.tracer.start_as_current_span(f"{method} {route}", context=parent, kind=trace.SpanKind.SERVER,
-                                           attributes={"http.request.method": method, "http.route": route}) as span:
+    attributes = {"http.request.method": method}
+    if route:  # a request no route matched is named by its method alone (low cardinality, as the conventions ask)
+        attributes["http.route"] = route
+    with inst.tracer.start_as_current_span(f"{method} {route}" if route else method, context=parent,
+                                           kind=trace.SpanKind.SERVER, attributes=attributes) as span:
         yield span
 
 

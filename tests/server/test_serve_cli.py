@@ -76,7 +76,8 @@ def test_serve_explains_bad_options_in_one_line(tmp_path: Path) -> None:
                            (["--tokens-file", "tokens.txt"], "USER TOKEN"),
                            (["--tokens-file", "missing.txt"], "Cannot read the tokens file"),
                            (["--db", "mysql://x/y"], "SQLite or PostgreSQL"),
-                           (["--model", "nope"], "Unknown provider")):
+                           (["--model", "nope"], "Unknown provider"),
+                           (["--mcp", "/no/such/mcp-server"], "Could not connect to the MCP server '/no/such")):
         done = subprocess.run([sys.executable, "-m", "toolwire", "serve", "--port", "0", *args], cwd=tmp_path,
                               env=clean_env(), capture_output=True, text=True, timeout=60)
         assert done.returncode == 1, (args, done.stderr)

@@ -2,12 +2,17 @@
 
     toolwire serve                                   # ./toolwire.db, offline fake model, demo tools
     toolwire serve --model anthropic:claude-haiku-4-5 --tools mytools:TOOLS --db postgresql://...
+    toolwire serve --mcp "uvx mcp-server-time" --mcp-url http://localhost:9000/mcp
 
 Without `--model` it uses the offline fake provider (`FakeProviderServer` on a loopback port, real
 HTTP, answering with `_offline.DemoResponder`: the demo tools a message asks for, e.g. the weather of
 each city it names) with the demo tools, unless a provider key is set in the environment, in
 which case it says which model it picked (`--model fake` keeps the fake). Without `--token` or
 `--tokens-file` it makes a token for the user `local` and prints the URL to open, which carries it.
+
+`--mcp` / `--mcp-url` servers are connected once, before the server listens, and shared by every run
+(their tools are listed again when a server announces a change); a server that cannot be reached stops
+the start with one line. The demo tools are offered only when neither `--tools` nor an MCP server is.
 
 Ctrl-C (or SIGTERM) stops accepting runs, interrupts the running ones (each records its end and its
 followers get `run_finished`), then exits.
@@ -21,7 +26,7 @@ import os
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +36,9 @@ import httpx
 from ..exceptions import ToolwireError, UserError
 from ..models import Model, get_model
 from ..tools import Tool
+from ..toolsets import Toolset
 from ._render import error_line
-from ._tools import check_model, load_tools
+from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
 
 _FAKE = "fake"
 
@@ -50,6 +56,7 @@ def add_parser(sub: Any) -> None:
                    help="the model (default: the offline fake, or a provider whose key is set); 'fake' for the fake")
     p.add_argument("--tools", action="append", default=[], metavar="MODULE:OBJECT",
                    help="tools to offer (repeatable): a @tool, a function or a list of them (default: the demo tools)")
+    add_mcp_arguments(p)
     p.add_argument("--system", default=None, help="a system prompt")
     p.add_argument("--base-url", default=None, help="send model requests to this base URL instead of the provider's")
     p.add_argument("--api-key", default=None, help="the provider's API key (default: its environment variable)")
@@ -89,13 +96,15 @@ class _Factory:
     system: str | None
     max_steps: int
     tool_timeout: float | None = None
+    toolsets: list[Toolset] = field(default_factory=list)  # opened once by `_serve`, shared by every run
     clients: list[httpx.AsyncClient] = field(default_factory=list)
 
     def __call__(self, ctx: Any) -> Any:
         from ..agent import Agent
 
         return Agent(self.model, tools=self.tools, system=self.system, max_steps=self.max_steps, memory=ctx.memory,
-                     max_parallel_tools=ctx.max_parallel_tools, tool_timeout=self.tool_timeout)
+                     max_parallel_tools=ctx.max_parallel_tools, tool_timeout=self.tool_timeout,
+                     toolsets=self.toolsets)
 
     async def aclose(self) -> None:
         aclose = getattr(self.model, "aclose", None)
@@ -173,8 +182,10 @@ async def _serve(args: argparse.Namespace) -> None:
         if len(token) < 16:
             raise UserError("--token must be at least 16 characters long; use a long random string.")
         tokens = {"local": [token]}
-    tools = load_tools(args.tools) if args.tools else list(DEMO_TOOLS)
-    system = args.system if args.system is not None else (DEMO_SYSTEM if not args.tools else None)
+    toolsets = mcp_toolsets(args)
+    demo = not args.tools and not toolsets
+    tools = list(DEMO_TOOLS) if demo else load_tools(args.tools)
+    system = args.system if args.system is not None else (DEMO_SYSTEM if demo else None)
     spec = _pick_model(args)
     store = SQLStore(args.db)
     secrets = list(args.redact)
@@ -193,9 +204,12 @@ async def _serve(args: argparse.Namespace) -> None:
                           max_events_per_chat=args.max_events_per_chat, cors_origins=tuple(args.cors_origin))
     sock = _listen(args.host, args.port)
     clients: list[httpx.AsyncClient] = []
-    async with _model(args, spec, clients) as (model, described):
+    async with AsyncExitStack() as opened, _model(args, spec, clients) as (model, described):
+        # MCP connections belong to this task (a stdio server is a child process it must stop itself).
+        for toolset in toolsets:
+            await opened.enter_async_context(toolset)
         factory = _Factory(model=model, tools=tools, system=system, max_steps=args.max_steps,
-                           tool_timeout=args.tool_timeout, clients=clients)
+                           tool_timeout=args.tool_timeout, toolsets=toolsets, clients=clients)
         app = create_app(factory, store=store, tokens=tokens, config=config)
         manager = app.state.toolwire.manager
         uv_config = uvicorn.Config(app, http="httptools", lifespan="on", log_level=args.log_level,
@@ -211,7 +225,8 @@ async def _serve(args: argparse.Namespace) -> None:
                 if server.should_exit:
                     return
                 await anyio.sleep(0.02)
-            tool_names = ", ".join(t.name for t in tools) or "none"
+            offered = [t.name for t in tools] + [t.name for ts in toolsets for t in getattr(ts, "tools", [])]
+            tool_names = ", ".join(offered) or "none"
             print(f"toolwire serve · {redacted_url(store.url)} · {described} · tools: {tool_names}", flush=True)
             print(f"Listening on {base}", flush=True)
             if args.tokens_file:

@@ -11,6 +11,9 @@
 The app's lifespan opens the store (running migrations), registers the configured tokens, starts the
 run manager (which first recovers runs a dead process left) and, on shutdown, interrupts running runs
 so that they record their end and their followers close, then closes the store.
+
+With `toolwire.telemetry.instrument()` on, each request gets a SERVER span (`server/tracing.py`) and
+each run's `invoke_agent` span is a child of the request that started it.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from .runner import AgentFactory
 from .runs import RunManager
 from .schemas import openapi_document
 from .signals import LocalSignals, RunSignals
+from .tracing import RequestSpans
 
 __all__ = ["WEB_DIR", "ServerConfig", "create_app"]
 
@@ -182,7 +186,8 @@ def create_app(
         routes.append(Mount("/static", StaticFiles(directory=config.web_dir), name="static"))
     handlers: dict[Any, Any] = {ApiError: handle_api_error, HTTPException: handle_http_exception,
                                 Exception: handle_unexpected}
-    middleware = []
+    # Outermost: a request's span covers what CORS answers too, and continues the caller's trace.
+    middleware = [Middleware(RequestSpans, routes=routes)]
     if config.cors_origins:
         # Bearer tokens, not cookies: no credentials mode; the headers a streaming client reads are exposed.
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),

@@ -139,6 +139,7 @@ class Runner:
         limiter: RateLimiter,
         max_parallel_tools: int,
         resume: tuple[RunState, dict[str, AgentApproval]] | None = None,
+        trace_context: Any = None,
     ) -> None:
         self.user = user
         self.chat_id = chat_id
@@ -151,6 +152,7 @@ class Runner:
         self.limiter = limiter
         self.max_parallel_tools = max_parallel_tools
         self.resume = resume
+        self.trace_context = trace_context  # the request's trace: the run outlives it but belongs to it
         self._send: MemoryObjectSendStream[_ChannelItem]
         self._receive: MemoryObjectReceiveStream[_ChannelItem]
         # Unbounded, like the agent's own stream: its size is bounded by what the run produces.
@@ -217,9 +219,10 @@ class Runner:
         try:
             if self.resume is not None:
                 state, decisions = self.resume
-                stream = agent.stream(resume=state, approvals=decisions, conversation_id=self.chat_id)
+                stream = agent.stream(resume=state, approvals=decisions, conversation_id=self.chat_id,
+                                      trace_context=self.trace_context)
             else:
-                stream = agent.stream(None, conversation_id=self.chat_id)
+                stream = agent.stream(None, conversation_id=self.chat_id, trace_context=self.trace_context)
             async with stream as run:
                 try:
                     async with anyio.create_task_group() as tg:

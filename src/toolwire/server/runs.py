@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import anyio
 import anyio.abc
 
+from .. import telemetry
 from ..messages import Message
 from ..store import Chat, Decision, MessageRow, Recovered, Run, Store, StoreError, User, new_id
 from .approvals import resume_arguments, resumed_view
@@ -217,7 +218,7 @@ class RunManager:
         runner = Runner(user=user, chat_id=chat_id, run_id=run.id, publisher=publisher, store=self.store,
                         factory=self.factory, watch=watch, policy=self.policy, limiter=self.limiter,
                         max_parallel_tools=self.limits.max_tool_concurrency,
-                        resume=resume)  # type: ignore[arg-type]
+                        resume=resume, trace_context=telemetry.capture_context())  # type: ignore[arg-type]
         self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
 
     async def _drive(self, runner: Runner, run_id: str, chat_id: str, done: anyio.Event) -> None:
