@@ -125,6 +125,10 @@ class _ChatLog:
     touched: float = field(default_factory=time.monotonic)
     finished: bool = True
     """The last run published its `run_finished` (the chat may be forgotten once idle)."""
+    tail: Cursor | None = None
+    """The cursor of the last entry (or where the log was seeded, before any entry)."""
+    tail_type: str | None = None
+    """The type of the last entry (`None` for a seeded log without entries)."""
 
     @property
     def end(self) -> int:
@@ -167,6 +171,8 @@ class InMemoryEventLog:
             log.run_length[run] = entry.cursor.index
             log.entries.append(entry)
             log.finished = entry.type == "run_finished"
+        if entries:
+            log.tail, log.tail_type = entries[-1].cursor, entries[-1].type
         self._total += len(entries)
         log.touched = time.monotonic()
         excess = len(log.entries) - self.max_events_per_chat
@@ -249,6 +255,28 @@ class InMemoryEventLog:
         return sorted(r for r in log.run_start if r > run) if log is not None else []
 
     async def discard(self, chat_id: str) -> None:
+        self._forget(chat_id)
+
+    # -- a partial copy of a log kept elsewhere (the Redis log keeps one per chat it serves) ------
+
+    def seed(self, chat_id: str, before: Cursor) -> None:
+        """Start (or restart) the chat's log empty, positioned just after `before`: the next entry appended
+        must be the one following it, and reading after `before` works (earlier cursors are `EXPIRED`)."""
+        self._forget(chat_id)
+        log = self._chats[chat_id] = _ChatLog(tail=before)
+        log.run_start[before.run] = -before.index
+        log.run_length[before.run] = before.index
+
+    def tail(self, chat_id: str) -> tuple[Cursor | None, str | None] | None:
+        """The chat's last cursor and its entry's type (`None` as type when only seeded); `None` if not held."""
+        log = self._chats.get(chat_id)
+        return (log.tail, log.tail_type) if log is not None else None
+
+    def holds(self, chat_id: str) -> bool:
+        return chat_id in self._chats
+
+    def forget(self, chat_id: str) -> None:
+        """Drop the chat's log (its waiters wake up and read again)."""
         self._forget(chat_id)
 
     def sweep(self) -> None:
