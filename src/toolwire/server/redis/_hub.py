@@ -88,6 +88,7 @@ class RedisHub:
         self.max_connections = max_connections
         self.block_seconds = block_seconds
         self.client: Any = None
+        self._pool: Any = None
         self._reader: Any = None
         self._sources: list[StreamSource] = []
         self._owners: dict[bytes, StreamSource] = {}
@@ -118,6 +119,7 @@ class RedisHub:
         name = f"toolwire:{self.process_id}"
         pool = aioredis.BlockingConnectionPool.from_url(self.url, max_connections=self.max_connections, timeout=30,
                                                         client_name=f"{name}:pool", socket_connect_timeout=5)
+        self._pool = pool
         self.client = aioredis.Redis(connection_pool=pool)
         # The reader blocks for `block_seconds`: its socket timeout must be longer.
         self._reader = aioredis.Redis.from_url(self.url, single_connection_client=True, client_name=f"{name}:reader",
@@ -142,10 +144,12 @@ class RedisHub:
         await self._close_clients()
 
     async def _close_clients(self) -> None:
-        for client in (self._reader, self.client):
-            if client is not None:
-                with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
+            for client in (self._reader, self.client):
+                if client is not None:
                     await client.aclose()
+            if self._pool is not None:
+                await self._pool.disconnect()
 
     # -- the reader --------------------------------------------------------------------------
 
