@@ -30,8 +30,8 @@ from ..store._engine import redacted_url
 
 __all__ = ["ReplicaConflict", "hold_replica_lock"]
 
-_LOCK_KEY = 0x746F6F6C77697265
-"""The advisory lock's key ("toolwire" in ASCII); one per database."""
+_LOCK_KEY = 0x74772D7365727665
+"""The advisory lock's key ("tw-serve" in ASCII; the migrations lock another one)."""
 
 
 class ReplicaConflict(ToolwireError):
