@@ -205,7 +205,8 @@ async def test_a_replica_killed_mid_tool_is_recovered_by_another_and_every_follo
             ("sleepy", {"label": "finished-first", "slept": 0.01}), ("gated", {"error": "interrupted"})]
         after = await on_b.run(chat, "[[after-death]] hello?")
         assert after[0].id == "2-1" and after[-1].data["status"] == "completed"
-        assert [e.id for e in await collect(on_c, chat, "1-1")][-1] == after[-1].id  # across both runs
+        first_end = ends["c"][-1].id
+        assert [e.id for e in await collect(on_c, chat, first_end)] == [e.id for e in after]  # the next run
     gate.release_tool("dies-here")
 
 

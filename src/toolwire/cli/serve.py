@@ -241,7 +241,11 @@ async def _serve(args: argparse.Namespace) -> None:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(announce)
-            await server.serve(sockets=[sock])
+            try:
+                await server.serve(sockets=[sock])
+            except SystemExit:  # uvicorn's exit when the app's start-up failed
+                if state.startup_error is None:
+                    raise
             tg.cancel_scope.cancel()
         if state.startup_error is not None:
             raise state.startup_error
