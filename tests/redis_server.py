@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,13 +58,13 @@ def missing_redis(reason: str) -> None:
     pytest.skip(f"These tests need a Redis server: {reason} (scripts/test-services installs it)")
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    """The session's Redis server (started on first use)."""
+@contextmanager
+def start_redis() -> Iterator[RedisServer]:
+    """Start `redis-server` on a free loopback port, without persistence; stop it at the end."""
     binary = shutil.which("redis-server")
     if binary is None:
-        missing_redis("redis-server was not found (Debian package: redis-server)")
-        return
+        raise FileNotFoundError("redis-server was not found (Debian package: redis-server; scripts/test-services "
+                                "installs it)")
     folder = Path(tempfile.mkdtemp(prefix="toolwire-redis-"))
     port = free_port()
     with (folder / "log").open("wb") as log:
@@ -92,3 +93,13 @@ def redis_server() -> Iterator[RedisServer]:
             process.kill()
             process.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """The session's Redis server (started on first use)."""
+    if shutil.which("redis-server") is None:
+        missing_redis("redis-server was not found (Debian package: redis-server)")
+        return
+    with start_redis() as server:
+        yield server

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import anyio
 import httpx
 import pytest
-
 from bench.load.sse_client import open_stream
+
 from tests.redis_server import RedisServer
 from tests.server.support import TOKENS, Api, Event, GateServer, ServerProcess, calls, read_events, text, until
 from tests.server.test_runs import assert_valid_history
@@ -297,7 +297,7 @@ async def test_a_draining_replica_refuses_new_runs_and_lets_running_ones_finish(
                     assert a.process is not None
                     a.process.send_signal(signal.SIGTERM)
                     with anyio.fail_after(5):
-                        while (await on_a.client.get("/readyz")).status_code != 503:
+                        while (await on_a.client.get("/readyz")).status_code != 503:  # noqa: ASYNC110
                             await anyio.sleep(0.05)
                     refused = await on_a.client.post(f"/api/chats/{other}/messages",
                                                      json={"client_message_id": "late", "text": "hi"})

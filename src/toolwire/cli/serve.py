@@ -41,6 +41,11 @@ from ._tools import check_model, load_tools
 
 _FAKE = "fake"
 
+_MODEL_CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+"""Every run streams from the model on a connection of its own, and the server runs many at once: httpx's
+default cap (100 connections) would make the 101st run wait for a free one. The runs themselves are the
+bound (`--runs-per-minute` per user)."""
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the chat server (HTTP API, event stream, web client)",
@@ -136,14 +141,16 @@ async def _model(args: argparse.Namespace, spec: str, factory_clients: list[http
         tuple[Model, str]]:
     if spec != _FAKE:
         check_model(spec, api_key=args.api_key)
-        yield get_model(spec, api_key=args.api_key, base_url=args.base_url), spec
+        client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0), limits=_MODEL_CONNECTIONS)
+        factory_clients.append(client)
+        yield get_model(spec, api_key=args.api_key, base_url=args.base_url, http_client=client), spec
         return
     from ..testing import AutoResponder, FakeProviderServer
 
     responder = AutoResponder(delay=args.fake_delay)
     async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
         # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
-        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0))
+        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0), limits=_MODEL_CONNECTIONS)
         factory_clients.append(client)
         yield (get_model(f"{server.provider}:demo-model", base_url=server.base_url, api_key="demo",
                          http_client=client),
