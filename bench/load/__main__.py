@@ -318,7 +318,8 @@ def start_servers(count: int, folder: Path, database: str, provider_port: int, r
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     servers = []
     for number in range(count):
-        command = [sys.executable, "-m", "toolwire", "serve", "--db", database, "--port", "0",
+        launcher = os.environ.get("LOAD_SERVER_LAUNCHER")
+        command = [sys.executable, *([launcher] if launcher else ["-m", "toolwire"]), "serve", "--db", database, "--port", "0",
                    "--model", "openai:load", "--base-url", f"http://127.0.0.1:{provider_port}/v1",
                    "--api-key", "load-key", "--tokens-file", str(tokens), "--runs-per-minute", "1000000",
                    "--tool-calls-per-minute", "1000000", "--log-level", "warning"]

@@ -24,6 +24,7 @@ from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
+import orjson
 
 __all__ = ["Cursor", "CursorExpired", "EventLog", "InMemoryEventLog", "LogEntry", "Position"]
 
@@ -50,14 +51,50 @@ class Cursor:
         return cls(int(match.group(1)), int(match.group(2)))
 
 
-@dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One published event: its cursor, its type, the event as data and as JSON bytes (encoded once)."""
+    """One published event: its cursor, its type and its JSON bytes (encoded once, shared by every follower).
+
+    `event` is the event as a mapping, read from the JSON bytes each time it is asked for: a log keeps
+    many thousands of entries, and the bytes alone are a third of the memory the parsed event would
+    add. The native encoder never asks for it.
+    """
+
+    __slots__ = ("cursor", "data", "type")
 
     cursor: Cursor
     type: str
-    event: Mapping[str, Any]
     data: bytes
+
+    def __init__(self, cursor: Cursor, type: str, event: Mapping[str, Any] | None = None,
+                 data: bytes | None = None) -> None:
+        if data is None:
+            if event is None:
+                raise TypeError("A LogEntry needs the event or its JSON bytes.")
+            data = orjson.dumps(event)
+        # orjson hands out its whole write buffer (kilobytes for a small event); a kept entry keeps a copy
+        # of just the bytes.
+        object.__setattr__(self, "cursor", cursor)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "data", bytes(memoryview(data)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("LogEntry is immutable.")
+
+    @property
+    def event(self) -> dict[str, Any]:
+        event: dict[str, Any] = orjson.loads(self.data)
+        return event
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LogEntry):
+            return NotImplemented
+        return (self.cursor, self.type, self.data) == (other.cursor, other.type, other.data)
+
+    def __hash__(self) -> int:
+        return hash((self.cursor, self.type, self.data))
+
+    def __repr__(self) -> str:
+        return f"LogEntry({self.cursor}, {self.type!r}, {self.data[:80]!r})"
 
 
 class CursorExpired(Exception):

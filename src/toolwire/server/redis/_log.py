@@ -32,7 +32,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import orjson
 
 from ..eventlog import Cursor, CursorExpired, InMemoryEventLog, LogEntry, Position
 from ._hub import RawEntry, RedisHub
@@ -64,7 +63,7 @@ def _entry(raw_id: bytes, fields: dict[bytes, bytes]) -> LogEntry:
     type_ = _TYPES.get(kind)
     if type_ is None:
         type_ = _TYPES.setdefault(kind, kind.decode()) if len(_TYPES) < 256 else kind.decode()
-    return LogEntry(Cursor(int(run), int(index)), type_, orjson.loads(data), data)
+    return LogEntry(Cursor(int(run), int(index)), type_, data=data)
 
 
 def _cursor(raw_id: bytes) -> Cursor:
