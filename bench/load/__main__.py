@@ -119,6 +119,7 @@ class Outcome:
     client_cpu: float = 0.0
     provider_cpu: float = 0.0
     load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    per_second: bool = False
     debug: list[tuple[int, float, float]] = field(default_factory=list)
 
     def percentile(self, q: float) -> float:
@@ -174,7 +175,7 @@ class Stream:
             self.texts += 1
             latency = received_at - float(found.group(1))
             outcome.latencies.append(latency)
-            if os.environ.get("LOAD_DEBUG"):
+            if outcome.per_second:
                 outcome.debug.append((self.texts, received_at, latency))
         elif b'"type":"run_finished"' in data:
             self.finished = True
@@ -197,8 +198,10 @@ async def make_chats(server: Server, count: int) -> list[str]:
 
 
 async def run_scenario(name: str, servers: list[Server], provider: subprocess.Popen[bytes], streams: int,
-                       events: int, interval: float, ramp: float, redis_command: Any = None) -> Outcome:
-    outcome = Outcome(scenario=name, streams=streams, events_per_stream=events, interval=interval)
+                       events: int, interval: float, ramp: float, redis_command: Any = None,
+                       per_second: bool = False) -> Outcome:
+    outcome = Outcome(scenario=name, streams=streams, events_per_stream=events, interval=interval,
+                      per_second=per_second)
     chats = await make_chats(servers[0], streams)
     outcome.load_average = os.getloadavg()
     pids = [s.process.pid for s in servers]
@@ -330,7 +333,8 @@ def start_servers(count: int, folder: Path, database: str, provider_port: int, r
     return servers
 
 
-def _debug(outcome: Outcome) -> None:
+def _print_per_second(outcome: Outcome) -> None:
+    """Latency percentiles by the stream's first three text events and the rest, and by second of the run."""
     start = min(at for _, at, _ in outcome.debug)
     by_index: dict[str, list[float]] = {}
     by_time: dict[int, list[float]] = {}
@@ -364,14 +368,14 @@ def run_all(args: argparse.Namespace) -> list[Outcome]:
                 print(f"== {scenario}: {args.streams} streams x {events} events ({args.interval:g} s apart) on "
                       f"{len(servers)} server(s); load average {os.getloadavg()[0]:.2f}", flush=True)
                 outcome = asyncio.run(run_scenario(scenario, servers, provider, args.streams, events, args.interval,
-                                                   args.ramp, redis_command))
+                                                   args.ramp, redis_command, args.per_second))
                 for number in range(len(servers)):
                     if "Traceback" in (folder / f"server-{number}.log").read_text():
                         outcome.errors.append(f"server {number} logged a traceback (kept in {folder})")
                         print((folder / f"server-{number}.log").read_text()[-3000:])
                 outcomes.append(outcome)
                 if outcome.debug:
-                    _debug(outcome)
+                    _print_per_second(outcome)
                 print(json.dumps(outcome.summary(), indent=1), flush=True)
             finally:
                 for server in servers:
@@ -388,6 +392,7 @@ def main() -> None:
     parser.add_argument("--ramp", type=float, default=10.0, help="seconds over which the streams are started")
     parser.add_argument("--scenarios", default="one,replicas")
     parser.add_argument("--no-write", action="store_true", help="print only (no files in bench/results)")
+    parser.add_argument("--per-second", action="store_true", help="also print latency percentiles per second")
     args = parser.parse_args()
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit[1], limit[1]))

@@ -78,6 +78,7 @@ async def test_a_stream_gets_its_ttl_at_run_finished_and_is_trimmed_by_length(fl
     async with process(flushed, retention_seconds=120, max_events_per_chat=100) as one:
         log = one.event_log
         await log.append("chat_t", [entry(1, 1, "run_started")])
+        await log.flush()  # appends are written in the background (a run waits only for its run_finished)
         live = await log.ttl("chat_t")
         assert live is not None and live > 3600  # a safety net while the run writes
         await log.append("chat_t", [entry(1, i) for i in range(2, 1000)])
@@ -159,6 +160,7 @@ async def test_a_follower_reading_from_the_copy_never_sees_a_gap_when_the_copy_i
         log: Callable[[], object] = lambda: reader.event_log  # noqa: E731
         events = a_run(1, 30)
         await writer.event_log.append("chat_g", events[:10])
+        await writer.event_log.flush()
         assert [e.cursor.index for e in await reader.event_log.read_after("chat_g", Cursor(1, 5))] == [6, 7, 8, 9, 10]
         reader.event_log.copy.seed("chat_g", Cursor(1, 20))  # a copy that starts later than the follower
         await writer.event_log.append("chat_g", events[10:])

@@ -43,7 +43,15 @@ logger = logging.getLogger("toolwire.server")
 _FOLLOW_LINGER = 10.0
 """Seconds a chat stays in the reader's set after its last follower here stopped waiting."""
 
+_MAX_PENDING = 50_000
+"""Appends queued for Redis at most; beyond, appending waits."""
+
+_WRITE_PATIENCE = 15.0
+"""Seconds a batch of events is retried while Redis is away, before it is dropped (with an error logged)."""
+
 _TYPES: dict[bytes, str] = {}
+
+_Pending = tuple[str, list[LogEntry], "asyncio.Future[None] | None"]
 
 
 @dataclass(slots=True)
@@ -108,7 +116,7 @@ class RedisEventLog:
         self._prefix_bytes = self._prefix.encode()
         self._interest: dict[str, _Interest] = {}
         self._writing: set[str] = set()
-        self._pending: list[tuple[str, list[LogEntry], asyncio.Future[None]]] = []
+        self._pending: list[_Pending] = []
         self._flush = asyncio.Event()
         self.redis_reads = 0
         """Reads that went to Redis (replays, and reads the copy could not answer)."""
@@ -124,6 +132,10 @@ class RedisEventLog:
         tg.start_soon(self._flush_loop)
 
     async def aclose(self) -> None:
+        if self._pending and self.hub.client is not None:  # the writer task has stopped: the rest goes now
+            batch, self._pending = self._pending, []
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self._flush_batch(batch)
         await self.hub.aclose()
 
     async def opened(self, hub: RedisHub) -> None:
@@ -132,10 +144,31 @@ class RedisEventLog:
     # -- writing -----------------------------------------------------------------------------
 
     async def append(self, chat_id: str, entries: Sequence[LogEntry]) -> None:
+        """Queue the entries for the next pipeline; a `run_finished` returns only once it is in Redis.
+
+        A run does not wait for each event's write (under load that would cap every run at one event per
+        round trip); it waits at its end, so that a run which has ended has all its events in Redis. The
+        one writer task keeps the order of the queue.
+        """
         if not entries:
             return
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Redis away or slow: the runs wait rather than grow memory.
+        while len(self._pending) >= _MAX_PENDING:  # noqa: ASYNC110 - drained by the writer task
+            await anyio.sleep(0.05)
+        done: asyncio.Future[None] | None = None
+        if entries[-1].type == "run_finished":
+            done = asyncio.get_running_loop().create_future()
         self._pending.append((chat_id, list(entries), done))
+        self._flush.set()
+        if done is not None:
+            await done
+
+    async def flush(self) -> None:
+        """Wait until every entry appended so far is in Redis."""
+        if not self._pending:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append(("", [], done))
         self._flush.set()
         await done
 
@@ -143,44 +176,61 @@ class RedisEventLog:
         while True:
             await self._flush.wait()
             self._flush.clear()
-            batch, self._pending = self._pending, []
-            if not batch:
-                continue
+            while self._pending:
+                batch, self._pending = self._pending, []
+                await self._flush_batch(batch)
+
+    async def _flush_batch(self, batch: list[_Pending]) -> None:
+        delay = 0.05
+        deadline = time.monotonic() + _WRITE_PATIENCE
+        while True:
             try:
                 results = await self._write(batch)
+                break
             except Exception as exc:
-                logger.warning("Writing %d event(s) to Redis failed: %s", sum(len(e) for _, e, _ in batch), exc)
-                for _, _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
-            position = 0
-            for chat_id, entries, done in batch:
-                written = []
-                for entry in entries:
-                    outcome = results[position]
-                    position += 1
-                    if isinstance(outcome, Exception):
-                        logger.warning("Redis refused event %s of chat %s (%s); it is dropped", entry.cursor,
-                                       chat_id, outcome)
-                    else:
-                        written.append(entry)
-                if entries[-1].type in ("run_started", "run_finished"):
-                    position += 1  # the EXPIRE
-                if entries[-1].type == "run_finished":
-                    self._writing.discard(chat_id)
-                    if chat_id in self._interest:
-                        await self.hub.wake()  # followers here now read what other replicas write
-                else:
-                    self._writing.add(chat_id)
-                if written:
-                    await self._copy(chat_id, written)
-                if not done.done():
+                if time.monotonic() + delay > deadline:
+                    logger.error("Writing %d event(s) to Redis failed for %.0f s (%s); they are dropped",
+                                 sum(len(e) for _, e, _ in batch), _WRITE_PATIENCE, exc)
+                    for _, _, done in batch:
+                        if done is not None and not done.done():
+                            done.set_exception(exc)
+                    return
+                logger.warning("Writing events to Redis failed (%s); trying again in %.2f s", exc, delay)
+                await anyio.sleep(delay)
+                delay = min(1.0, delay * 2)
+        position = 0
+        for chat_id, entries, done in batch:
+            if not entries:  # a flush() waiting for what came before it
+                if done is not None and not done.done():
                     done.set_result(None)
+                continue
+            written = []
+            for entry in entries:
+                outcome = results[position]
+                position += 1
+                if isinstance(outcome, Exception):
+                    logger.warning("Redis refused event %s of chat %s (%s); it is dropped", entry.cursor, chat_id,
+                                   outcome)
+                else:
+                    written.append(entry)
+            if entries[-1].type in ("run_started", "run_finished"):
+                position += 1  # the EXPIRE
+            if entries[-1].type == "run_finished":
+                self._writing.discard(chat_id)
+                if chat_id in self._interest:
+                    await self.hub.wake()  # followers here now read what other replicas write
+            else:
+                self._writing.add(chat_id)
+            if written:
+                await self._copy(chat_id, written)
+            if done is not None and not done.done():
+                done.set_result(None)
 
-    async def _write(self, batch: list[tuple[str, list[LogEntry], asyncio.Future[None]]]) -> list[Any]:
+    async def _write(self, batch: list[_Pending]) -> list[Any]:
         pipe = self.hub.client.pipeline(transaction=False)
         for chat_id, entries, _ in batch:
+            if not entries:
+                continue
             key = self.key(chat_id)
             for entry in entries:
                 pipe.execute_command("XADD", key, "MAXLEN", "~", self.max_events_per_chat, str(entry.cursor),
