@@ -14,7 +14,8 @@ Layout: `app` (the application and its lifespan), `routes` (one handler per endp
 manager: leases, recovery, ordering), `runner` (one run, persisted and published in order), `events`
 (the event vocabulary), `eventlog` (cursors and the per-chat log), `sse` (following and streaming),
 `encode/` (one encoder per browser protocol), `approvals` (the paused state), `auth`, `limits`,
-`signals`, `schemas` (request bodies and the OpenAPI document), `errors`.
+`signals`, `schemas` (request bodies and the OpenAPI document), `errors`, `replicas` (the database lock:
+one server alone, or replicas), `redis/` (the event log, signals and rate limits of several replicas).
 """
 
 from .app import WEB_DIR as WEB_DIR, ServerConfig as ServerConfig, create_app as create_app

@@ -159,6 +159,8 @@ class _ChatLog:
     """Absolute position of each run's first event."""
     run_length: dict[int, int] = field(default_factory=dict)
     changed: anyio.Event = field(default_factory=anyio.Event)
+    waiters: int = 0
+    """Followers waiting on `changed` (without any, an append makes no new event)."""
     touched: float = field(default_factory=time.monotonic)
     finished: bool = True
     """The last run published its `run_finished` (the chat may be forgotten once idle)."""
@@ -217,8 +219,9 @@ class InMemoryEventLog:
             del log.entries[:excess]
             log.offset += excess
             self._total -= excess
-        log.changed.set()
-        log.changed = anyio.Event()
+        if log.waiters:
+            log.changed.set()
+            log.changed = anyio.Event()
         self._evict(keep=chat_id)
 
     def _evict(self, keep: str) -> None:
@@ -260,8 +263,12 @@ class InMemoryEventLog:
             return False
         if self._has_after(log, after):
             return True
-        with anyio.move_on_after(timeout):
-            await log.changed.wait()
+        log.waiters += 1
+        try:
+            with anyio.move_on_after(timeout):
+                await log.changed.wait()
+        finally:
+            log.waiters -= 1
         current = self._chats.get(chat_id)
         return (current is not None and self._has_after(current, after)) or current is not log
 
