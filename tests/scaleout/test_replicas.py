@@ -331,3 +331,20 @@ async def test_start_up_says_what_to_configure_when_servers_would_not_share_thei
     with pytest.raises(httpx.HTTPError):
         async with Api(solo.url, None) as gone:
             await gone.client.get("/healthz")
+
+
+async def test_a_replica_at_capacity_sheds_new_runs_to_the_others(replica: Replica, gate: GateServer) -> None:
+    a, b = replica("--max-runs", "1"), replica()
+    gate.script("full", calls(("gated", {"label": "full-tool"})), text("Done."))
+    async with a.api() as on_a, b.api() as on_b:
+        busy, other = await on_a.new_chat(), await on_a.new_chat()
+        async with on_a.send(busy, "[[full]] go") as response:
+            async for event in read_events(response):
+                if event.type == "tool_started":
+                    shed = await on_a.client.post(f"/api/chats/{other}/messages",
+                                                  json={"client_message_id": "m", "text": "hello"})
+                    assert shed.status_code == 503 and shed.json()["error"]["code"] == "server_busy"
+                    assert shed.headers["retry-after"] == "1"
+                    assert (await on_b.run(other, "hello"))[-1].data["status"] == "completed"
+                    gate.release_tool("full-tool")
+        assert (await on_a.run(other, "and now here"))[-1].data["status"] == "completed"

@@ -82,6 +82,8 @@ def add_parser(sub: Any) -> None:
                    help="on SIGTERM, how long running runs may go on to finish before they are interrupted")
     p.add_argument("--replica-wait", type=float, default=10.0, metavar="SECONDS",
                    help="at start-up, how long to wait for another server on the same database to go away")
+    p.add_argument("--max-runs", type=int, default=None, metavar="N",
+                   help="the most runs this process executes at once; more get 503 server_busy (default: no cap)")
     p.add_argument("--max-tool-concurrency", type=int, default=8, help="tool calls running at once per chat")
     p.add_argument("--runs-per-minute", type=int, default=60, help="runs one user may start per minute")
     p.add_argument("--tool-calls-per-minute", type=int, default=600, help="tool calls one user may start per minute")
@@ -208,7 +210,8 @@ async def _serve(args: argparse.Namespace) -> None:
                     max_tool_result_bytes=args.max_tool_result_bytes, redact=tuple(secrets))
     config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
-                          drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait)
+                          drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
+                          max_runs=args.max_runs)
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends

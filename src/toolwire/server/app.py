@@ -81,6 +81,8 @@ class ServerConfig:
             interrupted (0: interrupted at once).
         replica_wait_seconds: At start-up, how long to wait for the database's server lock (see
             `replicas`) before failing.
+        max_runs: The most runs this process executes at once; beyond, new runs get 503 `server_busy`
+            (a replica at capacity sheds load instead of slowing every stream it serves). `None`: no cap.
         max_events_per_chat: Events kept per chat in the in-memory log (older cursors get 410).
         log_retention_seconds: How long a chat's events are kept after its last run ended.
         web_dir: The web client's folder (`None` to serve none).
@@ -92,6 +94,7 @@ class ServerConfig:
     shutdown_grace_seconds: float = 5.0
     drain_seconds: float = 0.0
     replica_wait_seconds: float = 10.0
+    max_runs: int | None = None
     max_events_per_chat: int = 10_000
     log_retention_seconds: float = 900.0
     web_dir: Path | None = WEB_DIR
@@ -130,7 +133,7 @@ def create_app(
         store=the_store, log=log, signals=signals or LocalSignals(), factory=agent_factory, limits=limits,
         limiter=rate_limiter or MemoryRateLimiter(limits.runs_per_minute, limits.tool_calls_per_minute),
         policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
-        lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds,
+        lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds, max_runs=config.max_runs,
     )
     state = ServerState(store=the_store, manager=manager, log=log, limits=limits, heartbeat=config.heartbeat_seconds,
                         openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),

@@ -76,6 +76,7 @@ class RunManager:
         lease_seconds: float = 15.0,
         owner: str | None = None,
         drain_seconds: float = 0.0,
+        max_runs: int | None = None,
     ) -> None:
         self.store = store
         self.log = log
@@ -87,6 +88,7 @@ class RunManager:
         self.lease_seconds = lease_seconds
         self.owner = owner or new_id("proc")
         self.drain_seconds = drain_seconds
+        self.max_runs = max_runs
         self.accepting = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._local: dict[str, _Local] = {}
@@ -173,6 +175,10 @@ class RunManager:
         if not self.accepting:
             raise ApiError(503, "shutting_down", "The server is shutting down and starts no new runs; try again in "
                                                  "a moment (another server may take the request).")
+        if self.max_runs is not None and len(self._local) >= self.max_runs:
+            # A replica at capacity sheds the run; the load balancer (or the client) tries another.
+            raise ApiError(503, "server_busy", f"This server is running as many runs as it takes ({self.max_runs}); "
+                                               "try again in a moment.", headers={"Retry-After": "1"})
         kinds: tuple[RateKind, ...] = ("tool_calls", "runs")
         for kind in kinds:
             wait = await self.limiter.acquire(user.id, kind)
