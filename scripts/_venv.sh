@@ -1,10 +1,11 @@
 # Sourced by scripts/demo and scripts/test: make .venv with a suitable Python and install toolwire into it.
-# Usage: ensure_venv EXTRAS   (EXTRAS: "" for the library and its command, "dev" for the test tools)
+# Usage: ensure_venv EXTRAS   (EXTRAS: "cli,server" for the commands, "dev" for the test tools: everything)
 #
 # - The interpreter is $PYTHON, else the first of python3, python3.13, python3.12, python3.11 that is 3.11+.
 # - A .venv made by another interpreter version (or one whose interpreter is gone) is made again.
-# - pip runs only when pyproject.toml, the extras or the interpreter changed since the last install
-#   (a stamp in .venv holds their hash); the install is editable, so source changes need none.
+# - pip runs only when pyproject.toml or the interpreter changed since the last install, or the extras
+#   asked for are not all installed ("dev" holds them all); a stamp in .venv holds the hash and the
+#   extras. The install is editable, so source changes need none.
 # - pip's progress is shown, one line per step, and its whole log kept in .venv/install.log.
 
 _find_python() {
@@ -39,9 +40,9 @@ ensure_venv() {
         echo "== making .venv with $py (Python $want)"
         "$py" -m venv .venv
     fi
-    stamp=$( { cat pyproject.toml; echo "extras=$extras python=$want"; } | "$py" -c \
+    stamp=$( { cat pyproject.toml; echo "python=$want"; } | "$py" -c \
         'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')
-    if [ -f .venv/.toolwire-installed ] && [ "$(cat .venv/.toolwire-installed)" = "$stamp" ]; then
+    if [ -f .venv/.toolwire-installed ] && _stamp_covers "$stamp" "$extras"; then
         return 0
     fi
     spec=.
@@ -57,5 +58,16 @@ ensure_venv() {
         echo "Installing toolwire failed (log above, also in .venv/install.log)." >&2
         exit 1
     fi
-    echo "$stamp" > .venv/.toolwire-installed
+    echo "$stamp $extras" > .venv/.toolwire-installed
+}
+
+# True when the last install was of this pyproject.toml and Python, with every extra asked for.
+_stamp_covers() {
+    local hash installed extra
+    read -r hash installed < .venv/.toolwire-installed || return 1
+    [ "$hash" = "$1" ] || return 1
+    case ",$installed," in *,dev,*) return 0 ;; esac
+    for extra in ${2//,/ }; do
+        case ",$installed," in *,"$extra",*) ;; *) return 1 ;; esac
+    done
 }

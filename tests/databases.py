@@ -142,10 +142,9 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
     yield from start_cluster()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def fresh_database(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> Iterator[str]:
     """A fresh, empty database for one test: a SQLite file, or a PostgreSQL database cloned from the template."""
-    if request.param == "sqlite":
+    if kind == "sqlite":
         yield sqlite_url(tmp_path)
         return
     cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
@@ -154,3 +153,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield cluster.url(name)
     finally:
         cluster.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database for one test, on each database."""
+    yield from fresh_database(request, tmp_path, request.param)

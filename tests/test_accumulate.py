@@ -46,11 +46,11 @@ def test_text_runs_consolidate_and_split_around_calls() -> None:
 
 def test_empty_null_and_missing_arguments_mean_an_empty_object() -> None:
     acc = Accumulator()
-    for raw in ("", "null", "  ", None):
-        call = acc.start_call("c", "f")
+    for number, raw in enumerate(("", "null", "  ", None)):
+        call = acc.start_call(f"c{number}", "f")
         if raw is not None:
             acc.call_arguments(call, raw)
-        assert acc.end_call(call) == ToolCallPart(id="c", name="f", arguments={}, arguments_raw=raw or "")
+        assert acc.end_call(call) == ToolCallPart(id=f"c{number}", name="f", arguments={}, arguments_raw=raw or "")
 
 
 def test_whole_calls_from_objects_strings_and_none() -> None:
@@ -158,3 +158,40 @@ def test_previews_per_read_refresh_the_last_fragment_of_each_read() -> None:
     assert deltas[2].arguments == {"q": "hello"}
     acc.end_call(call)  # the end refreshes the fragment still waiting
     assert deltas[3].arguments == {"q": "hello", "n": 12}
+
+
+def test_a_response_that_ends_with_an_error_is_marked_incomplete() -> None:
+    """Every partial message from a stream error says so (hostile-input items 1-10)."""
+    acc = Accumulator(id_factory=ids())  # type: ignore[arg-type]
+    acc.text("cut")
+    acc.fail("connection_lost", "The connection dropped.")
+    assert acc.close().metadata == {"incomplete": True}
+    done = Accumulator()
+    done.text("whole")
+    done.finish("stop")
+    assert done.close().metadata == {}
+
+
+def test_a_repeated_provider_id_is_replaced_so_ids_stay_unique() -> None:
+    """Hostile-input item 2: two calls with one id could not both be answered."""
+    acc = Accumulator(id_factory=ids())  # type: ignore[arg-type]
+    first = acc.start_call("call_x", "f")
+    second = acc.start_call("call_x", "f")
+    assert (first.id, second.id) == ("call_x", "gen_0")
+
+
+def test_arguments_nested_past_the_limit_are_an_invalid_call() -> None:
+    """Hostile-input item 3: whole arguments (an object) and streamed text alike."""
+    deep: object = {}
+    for _ in range(200):
+        deep = {"k": deep}
+    acc = Accumulator(id_factory=ids())  # type: ignore[arg-type]
+    whole = acc.whole_call(None, "f", deep)
+    streamed = acc.start_call(None, "g")
+    acc.call_arguments(streamed, '{"k": ' * 200 + "1" + "}" * 200)
+    assert isinstance(whole, InvalidToolCallPart) and "more than 128 levels" in whole.reason
+    result = acc.end_call(streamed)
+    assert isinstance(result, InvalidToolCallPart) and "more than 128 levels" in result.reason
+    shallow = acc.start_call(None, "h")
+    acc.call_arguments(shallow, '{"k": ' * 100 + "1" + "}" * 100)
+    assert isinstance(acc.end_call(shallow), ToolCallPart)

@@ -47,7 +47,7 @@ def test_any_bytes_give_an_error_object_and_exit_1(tmp_path: Path, content: byte
     path.write_bytes(content)
     assert main(["replay", "-p", "openai-chat", str(path), "--json"]) == 1
     data = orjson.loads(capsys.readouterr().out)
-    assert data["error"]["type"] in {"incomplete_stream", "malformed_chunk"}
+    assert data["error"]["type"] in {"incomplete_stream", "malformed_chunk", "unrecognised_body"}
     assert data["error"]["message"].endswith(".")
 
 

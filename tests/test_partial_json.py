@@ -63,3 +63,16 @@ def test_final_snapshot_equals_the_parsed_document(value: dict[str, Any], step: 
     text = orjson.dumps(value).decode()
     shots = previews(text, step)
     assert shots[-1] == value
+
+
+def test_a_thousand_levels_deep_preview_stops_at_the_limit_without_recursion_error() -> None:
+    """Hostile-input item 3: `_copy` is never asked to copy more than `MAX_VALUE_DEPTH` levels."""
+    from toolwire._depth import MAX_VALUE_DEPTH
+
+    parser = PartialJSON()
+    parser.feed('{"a": ' + "[" * 1000 + '"x"')
+    snapshot = parser.snapshot()
+    depth, node = 1, snapshot["a"]  # the root object is level 1
+    while isinstance(node, list):
+        depth, node = depth + 1, node[0] if node else None
+    assert depth == MAX_VALUE_DEPTH

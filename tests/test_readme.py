@@ -18,9 +18,12 @@ def test_readme_starts_with_the_two_commands() -> None:
     first_block = re.search(r"```bash\n(.*?)```", readme(), re.S)
     assert first_block is not None
     commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines() if line.strip()]
-    assert commands == ["scripts/demo", "scripts/test"]
-    for command in commands:
+    assert commands == ["scripts/serve", "scripts/test"]
+    for command in [*commands, "scripts/demo"]:
         assert (ROOT / command).stat().st_mode & 0o111, f"{command} is not executable"
+    # The main job is the chat server on its defaults; the terminal demo stays one command away.
+    assert "toolwire serve" in (ROOT / "scripts" / "serve").read_text()
+    assert "toolwire demo" in (ROOT / "scripts" / "demo").read_text()
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -120,3 +120,34 @@ def test_error_messages_from_each_provider_shape() -> None:
     assert error_message_from_body(b'[{"error":{"code":400,"message":"m3","status":"INVALID_ARGUMENT"}}]') == "m3"
     assert error_message_from_body(b'{"message":"m4"}') == "m4"
     assert error_message_from_body(b"plain text") == "plain text"
+
+
+def test_timeout_of_numbers_objects_and_httpx_timeouts() -> None:
+    """Hostile-input item 6: what `timeout=` accepts and means."""
+    from toolwire import Timeout
+
+    assert Timeout.of(None) == Timeout(total=1800.0, connect=10.0, idle=300.0)
+    assert Timeout.of(30) == Timeout(total=30.0, connect=10.0, idle=30.0)
+    assert Timeout.of(httpx.Timeout(5.0, connect=2.0)) == Timeout(total=1800.0, connect=2.0, idle=5.0)
+    custom = Timeout(total=None, idle=900)
+    assert Timeout.of(custom) is custom
+    assert custom.httpx(remaining=3).read == 3
+
+
+def test_secrets_are_redacted_and_urls_shown_without_them() -> None:
+    """Hostile-input item 8."""
+    from toolwire._transport import Secrets, display_url
+
+    secrets = Secrets.of_request("https://u:pa55word-long@h.test/v1?key=querykey12345",
+                                 {"Authorization": "Bearer sk-secret-key-1", "X-Custom-Token": "tok-0987654321"},
+                                 "sk-secret-key-1")
+    text = "Bearer sk-secret-key-1 pa55word-long querykey12345 tok-0987654321 short"
+    assert secrets.redact(text) == "REDACTED REDACTED REDACTED REDACTED short"
+    assert display_url("https://u:pa55word-long@h.test/v1?key=querykey12345&alt=sse") == \
+        "https://u:REDACTED@h.test/v1?key=REDACTED&alt=sse"
+
+
+def test_a_retry_after_longer_than_the_cap_is_never_shortened() -> None:
+    """Hostile-input item 10: the delay is the provider's, not min(provider's, 20 s)."""
+    policy = RetryPolicy(max_delay=20.0)
+    assert policy.delay(0, httpx.Response(429, headers={"retry-after": "100"})) == 100.0

@@ -34,6 +34,7 @@ from .exceptions import (
     ChatMemoryError as ChatMemoryError,
     ConversationBusyError as ConversationBusyError,
     InstructionError as InstructionError,
+    MalformedStreamError as MalformedStreamError,
     MaxStepsExceeded as MaxStepsExceeded,
     MCPServerError as MCPServerError,
     OutputRejected as OutputRejected,
@@ -72,7 +73,13 @@ from .messages import (
     dump_messages as dump_messages,
     load_messages as load_messages,
 )
-from .models import HTTPModel as HTTPModel, Model as Model, ModelResponse as ModelResponse, get_model as get_model
+from .models import (
+    HTTPModel as HTTPModel,
+    Model as Model,
+    ModelResponse as ModelResponse,
+    Timeout as Timeout,
+    get_model as get_model,
+)
 from .settings import ModelSettings as ModelSettings
 from .tools import RunContext as RunContext, Tool as Tool, ToolDefinition as ToolDefinition, tool as tool
 from .toolsets import FunctionToolset as FunctionToolset, Toolset as Toolset
@@ -101,6 +108,7 @@ __all__ = [
     "InstructionError",
     "InvalidToolCallPart",
     "MCPServerError",
+    "MalformedStreamError",
     "MaxStepsExceeded",
     "Message",
     "MessageEndEvent",
@@ -134,6 +142,7 @@ __all__ = [
     "TextPart",
     "ThinkingDelta",
     "ThinkingPart",
+    "Timeout",
     "Tool",
     "ToolCallDelta",
     "ToolCallEnd",

@@ -8,9 +8,12 @@ methods below with a handle; the accumulator owns everything that must be the sa
 - `arguments_raw` is kept exactly as streamed and parsed once, when the call ends;
   `""`, `"null"` and missing arguments mean `{}`;
 - a call ends as a runnable `ToolCallPart` only if the protocol signalled its completion and its
-  arguments parse as a JSON object; otherwise it becomes an `InvalidToolCallPart` that keeps the raw text
-  (a truncated call is never run with guessed arguments);
-- ids are the provider's; an id is generated only where the provider gave none or an empty one;
+  arguments parse as a JSON object nested at most `MAX_VALUE_DEPTH` levels; otherwise it becomes an
+  `InvalidToolCallPart` that keeps the raw text (a truncated call is never run with guessed arguments);
+- a response that ends with an error is marked `metadata["incomplete"] = True`;
+- ids are the provider's; an id is generated only where the provider gave none or an empty one, or
+  one that an earlier call of the same response already has (ids stay unique, so every call can be
+  answered);
 - events are appended to `events`, which the streaming layer drains after each network chunk.
 
 No network, no asyncio: everything here is plain synchronous code, unit-testable with literals.
@@ -25,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from ._depth import MAX_VALUE_DEPTH, depth_exceeds
 from ._partial_json import PartialJSON
 from .events import (
     ErrorEvent,
@@ -118,7 +122,14 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
         return {}, None
     if not isinstance(value, dict):
         return None, f"The arguments are JSON but not an object (got {type(value).__name__})."
+    # Deep nesting needs as many brackets: counting them (fast) spares the walk for ordinary arguments.
+    if stripped.count("{") + stripped.count("[") > MAX_VALUE_DEPTH and depth_exceeds(value):
+        return None, _TOO_DEEP
     return value, None
+
+
+_TOO_DEEP = (f"The arguments nest objects and arrays more than {MAX_VALUE_DEPTH} levels deep, more than "
+             "toolwire keeps, so the call was not run.")
 
 
 class _TextRun:
@@ -196,9 +207,15 @@ class Accumulator:
         self.error: ErrorEvent | None = None
         self.message: Message | None = None
         self.calls: list[ToolCallBuilder] = []
+        self._call_ids: set[str] = set()
         self._id_factory = id_factory
         self._slots: list[_Slot] = []
         self._last: _Slot | None = None
+
+    @property
+    def has_content(self) -> bool:
+        """Whether any part (text, thinking, call, whole part) has been started."""
+        return bool(self._slots)
 
     # -- text and thinking -------------------------------------------------------------------
 
@@ -278,8 +295,11 @@ class Accumulator:
 
     def start_call(self, call_id: str | None, name: str | None, *,
                    provider_data: dict[str, Any] | None = None) -> ToolCallBuilder:
-        """A new call begins; an empty or missing id gets a generated one."""
-        call = ToolCallBuilder(len(self.calls), call_id or self._id_factory(), name or "", provider_data)
+        """A new call begins; an empty, missing or already used id gets a generated one."""
+        if not call_id or call_id in self._call_ids:
+            call_id = self._id_factory()
+        self._call_ids.add(call_id)
+        call = ToolCallBuilder(len(self.calls), call_id, name or "", provider_data)
         self.calls.append(call)
         self._slots.append(call)
         self._last = call
@@ -349,6 +369,8 @@ class Accumulator:
             call._pending.arguments = call.preview.snapshot()  # the fragments before the end, in full
             call._pending = None
         raw = call.raw
+        if arguments is not None and complete and depth_exceeds(arguments):
+            complete, reason = False, _TOO_DEEP
         if arguments is not None and complete:
             if not raw:
                 raw = orjson.dumps(arguments).decode()
@@ -377,6 +399,8 @@ class Accumulator:
         `arguments` may be an object, a JSON string, `None` or `"null"`.
         """
         call = self.start_call(call_id, name, provider_data=provider_data)
+        if depth_exceeds(arguments):
+            return self.end_call(call, complete=False, reason=_TOO_DEEP)
         if isinstance(arguments, dict):
             raw = orjson.dumps(arguments).decode()
             call.fragments.append(raw)
@@ -415,6 +439,8 @@ class Accumulator:
         if self.finish_reason is None and self.error is None:
             self.fail("incomplete_stream",
                       "The stream ended before the provider said the response was complete.")
+        if self.error is not None:
+            self.metadata["incomplete"] = True
         cut = self.error is not None or self.finish_reason == "length"
         for call in self.calls:
             if not call.ended:
@@ -428,8 +454,7 @@ class Accumulator:
         elif reason == "stop" and any(isinstance(c.result, ToolCallPart) for c in self.calls):
             # Some hosts (Gemini's and Ollama's compatible endpoints) say "stop" after calling tools.
             reason = "tool_calls"
-        self.finish_reason = reason
-        assert reason is not None
+        self.finish_reason = reason = reason or "error"
         self.events.append(FinishEvent(reason=reason, raw_reason=self.raw_finish_reason))
         if self.error is not None:
             self.events.append(self.error)
@@ -446,8 +471,9 @@ class Accumulator:
                 parts.append(ThinkingPart(text="".join(slot.chunks), signature=slot.signature,
                                           redacted=slot.redacted, provider_data=slot.provider_data))
             elif type(slot) is ToolCallBuilder:
-                assert slot.result is not None
-                parts.append(slot.result)
+                parts.append(slot.result if slot.result is not None else InvalidToolCallPart(
+                    id=slot.id, name=slot.name, arguments_raw=slot.raw, reason=TRUNCATED_REASON,
+                    provider_data=slot.provider_data))
             else:
                 parts.append(slot)  # type: ignore[arg-type]
         return parts

@@ -9,7 +9,9 @@ a snapshot needs it, and only the part not decoded yet: a snapshot never re-deco
 shows a value that could still change meaning (`12` that may become `123`, `t` that may become `true`).
 
 The preview is best-effort by design: malformed input stops the preview (it stays at its last good
-state); the authoritative parse happens once, when the call ends.
+state), and so does nesting deeper than `MAX_VALUE_DEPTH` (such arguments are refused when the call ends,
+and a shallow preview is what every consumer can still encode and copy without recursion limits); the
+authoritative parse happens once, when the call ends.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import re
 from typing import Any
 
 import orjson
+
+from ._depth import MAX_VALUE_DEPTH
 
 __all__ = ["PartialJSON"]
 
@@ -91,11 +95,9 @@ class PartialJSON:
                 continue
             if mode == _VALUE:
                 if c == "{":
-                    self._open({})
-                    self._mode = _KEY
+                    self._mode = _KEY if self._open({}) else _BROKEN
                 elif c == "[":
-                    self._open([])
-                    self._mode = _VALUE
+                    self._mode = _VALUE if self._open([]) else _BROKEN
                 elif c == '"':
                     self._start_string(False)
                 elif c == "]" and self._stack and isinstance(self._stack[-1], list) and not self._stack[-1]:
@@ -246,12 +248,16 @@ class PartialJSON:
             return
         self._value(value)
 
-    def _open(self, container: dict[str, Any] | list[Any]) -> None:
+    def _open(self, container: dict[str, Any] | list[Any]) -> bool:
+        """Open a container; False (nothing opened) past `MAX_VALUE_DEPTH` (see the module docstring)."""
         if self._stack:
             self._nested = True
+            if len(self._stack) >= MAX_VALUE_DEPTH:
+                return False
         self._value(container)
         self._stack.append(container)
         self._key.append(None)
+        return True
 
     def _close(self) -> None:
         self._stack.pop()

@@ -2,8 +2,9 @@
 
     toolwire chat openai:gpt-4.1-mini --tool toolwire.demo_tools:get_weather --tool toolwire.demo_tools:convert_currency
 
-They answer from small built-in tables, with no network, after a pause of their own (0.2 to 0.8
-seconds), so a round of parallel calls visibly finishes in a different order than it was made.
+They answer from small built-in tables, with no network, after a pause of their own (0.2 to 1.5
+seconds; the weather's depends on the city), so a round of parallel calls visibly finishes in a
+different order than it was made.
 `book_table` always fails: it shows how an exception inside a tool becomes an error result that the
 model reads and can explain, instead of ending the run.
 
@@ -59,7 +60,9 @@ async def get_weather(city: Annotated[str, Field(examples=["Lisbon"])]) -> dict[
     Args:
         city: The city name, e.g. "Lisbon".
     """
-    await anyio.sleep(0.8)  # the slowest tool of the demo: its result arrives last
+    # The slowest tool of the demo (its result arrives last), and slower for some cities than for others,
+    # so the weather of several cities asked at once comes back out of order.
+    await anyio.sleep(0.6 + _number(city + "/delay", 0, 6) * 0.15)
     return {
         "city": city,
         "temperature_c": _number(city, 8, 31),

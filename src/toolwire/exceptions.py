@@ -10,12 +10,15 @@
     ├── ChatMemoryError             the chat memory did not take a finished round in time
     ├── MCPServerError              an MCP server could not be started or connected to
     ├── ProviderError               anything the provider side did wrong
-    │   ├── ProviderHTTPError       an HTTP error status before streaming began (status, body, message)
+    │   ├── ProviderHTTPError       an HTTP error status before streaming began (status, headers, body prefix)
     │   ├── ProviderConnectionError could not connect, or the connection failed before the first byte
-    │   ├── ProviderTimeoutError    no answer within the timeout
+    │   ├── ProviderTimeoutError    no answer within the timeout or the request's deadline
     │   └── StreamError             the stream began but did not end well; carries the partial message
     │       ├── ProviderStreamError the provider reported an error inside the stream
-    │       └── StreamInterruptedError the connection dropped or the body was malformed mid-stream
+    │       │   └── MalformedStreamError the body broke its protocol: not JSON, a field of the wrong
+    │       │                       type, no recognisable frame, an event over `max_event_bytes`
+    │       └── StreamInterruptedError the connection dropped, timed out, hit the deadline, could not
+    │                                   be decompressed, or ended before the response was complete
     ├── MaxStepsExceeded            the agent loop hit `max_steps`; carries the history so far
     ├── UsageLimitExceeded          a run reached one of its `UsageLimits`; carries the history so far
     ├── InstructionError            a dynamic instruction (a function of `system=`) raised; carries the history
@@ -24,7 +27,10 @@
     └── ToolError                   raise inside a tool to send a clean error message to the model
 
 Provider and transport errors are converted at the wire edge (`raise ... from exc`), so callers only
-ever catch toolwire types.
+ever catch toolwire types. Every `StreamError` carries `partial_message`: what completed is kept, a
+cut-off answer is marked `metadata["incomplete"] = True`, and calls whose arguments did not complete are
+`InvalidToolCallPart`s that never run. Messages never contain the API key or a password from the base
+URL: they are replaced by `REDACTED` wherever a provider echoes them.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ __all__ = [
     "ConversationBusyError",
     "InstructionError",
     "MCPServerError",
+    "MalformedStreamError",
     "MaxStepsExceeded",
     "OutputRejected",
     "OutputValidationError",
@@ -80,12 +87,22 @@ class ProviderError(ToolwireError):
 
 
 class ProviderHTTPError(ProviderError):
-    """The provider answered with an HTTP error status before streaming began."""
+    """The provider answered with an HTTP error status before streaming began.
 
-    def __init__(self, message: str, *, provider: str | None, status_code: int, body: str) -> None:
+    Attributes:
+        status_code: The HTTP status.
+        body: The start of the error body (at most 64 KiB are read; secrets redacted).
+        headers: The response headers (cookies left out).
+        retry_after: Seconds the provider asked to wait before retrying (`Retry-After`), if it said.
+    """
+
+    def __init__(self, message: str, *, provider: str | None, status_code: int, body: str,
+                 headers: dict[str, str] | None = None, retry_after: float | None = None) -> None:
         super().__init__(message, provider=provider)
         self.status_code = status_code
         self.body = body
+        self.headers: dict[str, str] = headers or {}
+        self.retry_after = retry_after
 
 
 class ProviderConnectionError(ProviderError):
@@ -121,8 +138,24 @@ class ProviderStreamError(StreamError):
     """The provider sent an error inside the stream (rate limit, overload, invalid tool generation...)."""
 
 
+class MalformedStreamError(ProviderStreamError):
+    """The body broke its wire protocol, so reading stopped there.
+
+    A chunk that is not JSON, a field of the wrong type (text that is a number, an id that is a list),
+    a body in which no frame of the protocol was recognised (an HTML error page, a non-streamed answer,
+    the wrong `--protocol`), or one event larger than `max_event_bytes`. `error_type` says which
+    (`malformed_chunk`, `invalid_field`, `unrecognised_body`, `event_too_large`), the message names the
+    field and the protocol.
+    """
+
+
 class StreamInterruptedError(StreamError):
-    """The connection dropped, or the body stopped making sense, before the response completed."""
+    """The response stopped before it was complete.
+
+    The connection dropped (`connection_lost`), no event came within the idle timeout (`timeout`), the
+    request's total deadline passed (`deadline`), the compressed body could not be decoded
+    (`decoding_error`), or the body simply ended (`incomplete_stream`).
+    """
 
 
 class MaxStepsExceeded(ToolwireError):

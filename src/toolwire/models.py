@@ -9,7 +9,15 @@
 `Model` is the interface the agent needs; `HTTPModel` implements it over a wire protocol and httpx, and
 `toolwire.testing.ScriptedModel` implements it without a network. Leaving the `async with` early closes
 the HTTP response. A stream that breaks or reports an error still yields `message_end` with everything
-complete so far, then raises a `StreamError` carrying that partial message.
+complete so far, then raises a `StreamError` carrying that partial message (marked
+`metadata["incomplete"] = True`): whatever the body holds, nothing but toolwire's exceptions escapes.
+
+Time is bounded per request (`timeout=`, see `Timeout`) without a timer per network read: on asyncio
+over an HTTP/1.1 connection, one alarm is armed for the earlier of the deadline and "last complete
+event + idle", re-armed when it finds progress, and when it finds none it shuts the connection's
+socket down, so the pending read ends at once and the stream reports the timeout. Elsewhere (trio,
+HTTP/2, transports without a socket) a read gets a cancel scope of its own once less time is left than
+the socket's read timeout would wait. Either way the per-read cost is one clock reading.
 
 An `HTTPModel` that creates its own HTTP client keeps one per event loop and closes it when that loop
 ends (`asyncio.run`, `anyio.run`, a test's loop): a pooled connection never outlives or crosses the
@@ -18,26 +26,33 @@ loop it was opened in, so one model (or a module-level `Agent`) works across any
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
+import socket
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
+import anyio
 import anyio.lowlevel
 import httpx
 import orjson
 
 from ._accumulate import Accumulator, new_call_id
-from ._transport import RetryPolicy, open_stream
+from ._sse import MAX_EVENT_BYTES
+from ._transport import RetryPolicy, Secrets, Timeout, display_url, open_stream
 from .events import Event, FinishReason, Usage
-from .exceptions import ProviderStreamError, StreamInterruptedError, UserError
+from .exceptions import MalformedStreamError, ProviderStreamError, StreamInterruptedError, UserError
 from .messages import Message
 from .providers import Provider, get_provider
 from .settings import ModelSettings
 from .tools import ToolDefinition
 from .wire import WireProtocol, protocol_class
 
-__all__ = ["HTTPModel", "Model", "ModelResponse", "get_model"]
+__all__ = ["HTTPModel", "Model", "ModelResponse", "Timeout", "get_model"]
 
 
 class ModelResponse(ABC):
@@ -102,13 +117,17 @@ class HTTPModel(Model):
         api_key: str | None = None,
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
-        timeout: float | httpx.Timeout | None = None,
+        timeout: float | Timeout | httpx.Timeout | None = None,
         max_retries: int = 2,
         headers: dict[str, str] | None = None,
         settings: ModelSettings | None = None,
         previews: bool = True,
         id_factory: Callable[[], str] = new_call_id,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
+        """See `get_model`. `timeout`: seconds for the whole request, or a `Timeout` (the default when
+        None, or the socket timeouts of `http_client` with the default deadline); `max_event_bytes`: the
+        largest single event a stream may send before it is stopped with `event_too_large`."""
         self.provider = provider
         self.model = model
         self.name = f"{provider.name}:{model}"
@@ -120,13 +139,16 @@ class HTTPModel(Model):
         self._client = http_client
         self._owns_client = http_client is None
         self._loop_clients: dict[anyio.lowlevel.EventLoopToken, _LoopClient] = {}
-        if isinstance(timeout, (int, float)):
-            timeout = httpx.Timeout(timeout, connect=min(float(timeout), 10.0))
-        # An explicit timeout applies per request, even on a caller's client; otherwise a client we
-        # create waits long (reasoning models can think for minutes) but connects fast.
-        self.request_timeout = timeout
-        self.timeout = timeout or httpx.Timeout(600.0, connect=10.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float, Timeout, httpx.Timeout, type(None))):
+            raise UserError(f"timeout must be seconds (a number), a toolwire Timeout or None; got {timeout!r}.")
+        if isinstance(timeout, (int, float)) and timeout <= 0:
+            raise UserError(f"timeout must be a positive number of seconds; got {timeout!r}.")
+        # Every request gets these socket timeouts, even on a caller's client (whose own timeouts are the
+        # default then); the idle timeout and the deadline are toolwire's own (see `Timeout`).
+        self.timeouts = Timeout.of(timeout if timeout is not None or http_client is None else http_client.timeout)
+        self.timeout = self.timeouts.httpx()
         self.retry = RetryPolicy(max_retries=max_retries)
+        self.max_event_bytes = max_event_bytes
         self.headers = {**provider.headers, **(headers or {})}
         self.settings: ModelSettings = settings or {}
         self.previews = previews
@@ -194,7 +216,7 @@ class HTTPModel(Model):
         settings: ModelSettings | None = None,
     ) -> StreamedResponse:
         url, body, headers = self.build_request(messages, tools, settings)
-        return StreamedResponse(self, url, orjson.dumps(body), headers)
+        return StreamedResponse(self, url, _encode(body), headers)
 
 
 class _LoopClient:
@@ -229,6 +251,9 @@ class StreamedResponse(ModelResponse):
         self._headers = headers
         self._response: httpx.Response | None = None
         self._iterator: AsyncIterator[Event] | None = None
+        self._deadline: float | None = None
+        self._alarm: _Alarm | None = None
+        self._secrets = Secrets.of_request(url, headers, model.api_key)
         self.accumulator = Accumulator(previews=model.previews, id_factory=model.id_factory,
                                        provider=model.provider_name, previews_per_read=True)
         self.message: Message | None = None
@@ -237,9 +262,11 @@ class StreamedResponse(ModelResponse):
 
     async def __aenter__(self) -> StreamedResponse:
         m = self._model
+        total = m.timeouts.total
+        self._deadline = None if total is None else time.monotonic() + total
         self._response = await open_stream(
             await m._request_client(), url=self._url, body=self._body, headers=self._headers, provider=m.provider_name,
-            retry=m.retry, timeout=m.request_timeout,
+            retry=m.retry, timeout=m.timeouts, deadline=self._deadline, secrets=self._secrets,
         )
         return self
 
@@ -268,10 +295,53 @@ class StreamedResponse(ModelResponse):
         acc = self.accumulator
         m = self._model
         parser = m.protocol.new_parser(acc)
+        parser.content_type = response.headers.get("content-type")
+        if m.max_event_bytes != MAX_EVENT_BYTES:
+            parser.max_event_bytes = m.max_event_bytes
         acc.metadata["provider"] = m.provider_name
+        name = m.provider_name
+        idle = m.timeouts.idle
+        deadline = self._deadline if self._deadline is not None else math.inf
+        reader = response.aiter_bytes()
+        read = reader.__anext__
+        monotonic = time.monotonic
+        now = last_progress = monotonic()
+        alarm = _Alarm.arm(response, deadline, idle, now)
+        # Without an alarm: while more time is left than this, a read relies on the socket's read timeout
+        # (idle) and costs nothing extra; below it, a read gets a cancel scope of its own.
+        slack = min(1.0, idle / 10)
+        plain_until = min(now + slack, deadline - idle + slack) if alarm is None else math.inf
+        frames = 0
+        self._alarm = alarm
         try:
-            async for chunk in response.aiter_bytes():
+            while True:
+                try:
+                    if now < plain_until:
+                        chunk = await read()
+                    else:
+                        limit = min(last_progress + idle, deadline)
+                        wait = limit - now
+                        got: bytes | None = None
+                        if wait > 0:
+                            with anyio.move_on_after(wait):
+                                got = await read()
+                        if got is None:
+                            self._time_out(limit == deadline)
+                            break
+                        chunk = got
+                except StopAsyncIteration:
+                    break
                 parser.feed(chunk)
+                now = monotonic()  # one clock reading per read
+                if parser.frames != frames:
+                    frames = parser.frames
+                    last_progress = now
+                    if alarm is not None:
+                        alarm.progress = now
+                    else:
+                        plain_until = now + slack
+                        if plain_until > deadline - idle + slack:
+                            plain_until = deadline - idle + slack
                 if acc._stale:
                     acc.refresh_previews()
                 if acc.events:
@@ -280,26 +350,128 @@ class StreamedResponse(ModelResponse):
                         yield event
                 if parser.stopped:
                     break
-        except httpx.TimeoutException as exc:
-            acc.fail("timeout", f"{m.provider_name} stopped sending before the response was complete "
-                                f"(read timeout: {exc}).")
-        except httpx.TransportError as exc:
-            acc.fail("connection_lost", f"The connection to {m.provider_name} dropped before the response "
-                                        f"was complete ({type(exc).__name__}: {exc}).")
+            if alarm is not None and alarm.fired is not None:
+                self._time_out(alarm.fired == "deadline")  # the socket was shut down: not an end of body
+        except httpx.HTTPError as exc:
+            self._transport_failed(exc, response)
+        finally:
+            if alarm is not None:
+                alarm.cancel()
+            await reader.aclose()  # type: ignore[attr-defined]
         self.message = parser.close()
         self.usage = acc.usage
         self.finish_reason = acc.finish_reason
+        error = acc.error
+        if error is not None:
+            error.message = self._secrets.redact(error.message).replace(self._url, display_url(self._url))
         events, acc.events = acc.events, []
         for event in events:
             yield event
-        error = acc.error
         if error is not None:
-            cls = StreamInterruptedError if error.error_type in _INTERRUPTIONS else ProviderStreamError
-            raise cls(error.message, provider=m.provider_name, error_type=error.error_type,
-                      partial_message=self.message)
+            kind = error.error_type
+            cls = (StreamInterruptedError if kind in _INTERRUPTIONS
+                   else MalformedStreamError if kind in _MALFORMED else ProviderStreamError)
+            raise cls(error.message, provider=name, error_type=kind, partial_message=self.message)
+
+    def _transport_failed(self, exc: httpx.HTTPError, response: httpx.Response) -> None:
+        acc, name = self.accumulator, self._model.provider_name
+        alarm = self._alarm
+        if alarm is not None and alarm.fired is not None:
+            self._time_out(alarm.fired == "deadline")  # the alarm shut the socket down
+        elif isinstance(exc, httpx.TimeoutException):
+            acc.fail("timeout", f"{name} stopped sending before the response was complete (read timeout: "
+                                f"{type(exc).__name__}). Raise timeout= (Timeout(idle=...)) if the model is expected "
+                                "to pause longer.")
+        elif isinstance(exc, httpx.DecodingError):
+            encoding = response.headers.get("content-encoding", "none")
+            acc.fail("decoding_error", f"The response body from {name} could not be decoded (content-encoding "
+                                       f"{encoding}: {exc}). The body is corrupt, or a proxy changed it without "
+                                       "saying so; everything complete before that point is kept.")
+        else:
+            acc.fail("connection_lost", f"The connection to {name} dropped before the response was complete "
+                                        f"({type(exc).__name__}: {exc}).")
+
+    def _time_out(self, deadline: bool) -> None:
+        m = self._model
+        if deadline:
+            self.accumulator.fail(
+                "deadline", f"The response from {m.provider_name} did not finish within the request's deadline of "
+                            f"{m.timeouts.total:g} s, so it was stopped. Raise timeout= (Timeout(total=...)) for "
+                            "longer answers.")
+        else:
+            self.accumulator.fail(
+                "timeout", f"{m.provider_name} sent no complete event for {m.timeouts.idle:g} s, so the response "
+                           "was stopped (bytes that do not complete an event do not count). Raise timeout= "
+                           "(Timeout(idle=...)) if the model is expected to pause longer.")
 
 
-_INTERRUPTIONS = frozenset({"incomplete_stream", "connection_lost", "timeout", "malformed_chunk"})
+class _Alarm:
+    """Ends a read that outlives the deadline or the idle timeout, with one timer per idle period.
+
+    Armed for the earlier of the deadline and `progress + idle`; when it fires after progress, it is
+    armed again for the new limit; otherwise it shuts the connection's socket down, so the read waiting on
+    it ends at once (the stream then reports the timeout, never a dropped connection). Only for asyncio
+    and HTTP/1.1 (an HTTP/2 socket carries other requests too) over a real socket.
+    """
+
+    __slots__ = ("_deadline", "_handle", "_idle", "_loop", "_socket", "fired", "progress")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: Any, deadline: float, idle: float,
+                 now: float) -> None:
+        self._loop = loop
+        self._socket = sock
+        self._deadline = deadline
+        self._idle = idle
+        self.progress = now
+        self.fired: str | None = None
+        self._handle = loop.call_at(min(now + idle, deadline), self._fire)
+
+    @classmethod
+    def arm(cls, response: httpx.Response, deadline: float, idle: float, now: float) -> _Alarm | None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None  # not asyncio (trio): reads get cancel scopes
+        if response.http_version != "HTTP/1.1" or abs(loop.time() - now) > 1.0:
+            return None
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if not callable(getattr(sock, "shutdown", None)):
+            return None  # a mock transport, or a stream without a socket
+        return cls(loop, sock, deadline, idle, now)
+
+    def _fire(self) -> None:
+        limit = min(self.progress + self._idle, self._deadline)
+        if self._loop.time() < limit:
+            self._handle = self._loop.call_at(limit, self._fire)
+            return
+        self.fired = "deadline" if limit == self._deadline else "idle"
+        try:
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: the read has ended anyway
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+_INTERRUPTIONS = frozenset({"incomplete_stream", "connection_lost", "timeout", "deadline", "decoding_error"})
+_MALFORMED = frozenset({"malformed_chunk", "invalid_field", "unrecognised_body", "event_too_large"})
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    """The request body as JSON; values orjson refuses (past 255 levels, huge integers) take the slow way."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        pass
+    try:
+        return json.dumps(body, separators=(",", ":")).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UserError(
+            f"The request cannot be encoded as JSON ({type(exc).__name__}: {exc}). A message holds a value that "
+            "is not JSON or is nested too deeply; remove it from the history."
+        ) from exc
 
 
 def get_model(
@@ -310,7 +482,12 @@ def get_model(
     http_client: httpx.AsyncClient | None = None,
     **kwargs: Any,
 ) -> HTTPModel:
-    """A model from `"provider:model"` (e.g. `"openai:gpt-4.1-mini"`, `"groq:llama-3.3-70b-versatile"`)."""
+    """A model from `"provider:model"` (e.g. `"openai:gpt-4.1-mini"`, `"groq:llama-3.3-70b-versatile"`).
+
+    Keyword arguments go to `HTTPModel`: `timeout=` (seconds for the whole request, or a `Timeout` with
+    `total`, `connect` and `idle`), `max_retries=`, `headers=`, `settings=`, `previews=`, `id_factory=`,
+    `max_event_bytes=`.
+    """
     provider_name, sep, model = spec.partition(":")
     if not sep or not model:
         raise UserError(

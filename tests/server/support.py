@@ -145,7 +145,11 @@ class GateServer:
             turn = script.turns[script.requests]
             script.requests += 1
             encoder = protocol.encoder(fake, rng)
-            frames = [*encoder.content(turn), *encoder.end(turn, turn.finish_reason, encoder.usage(turn))]
+            content = list(encoder.content(turn))
+            if turn.error is not None:  # the provider fails inside the stream, after `after` frames
+                frames = [*content[:turn.error.after], *encoder.error(turn.error)]
+            else:
+                frames = [*content, *encoder.end(turn, turn.finish_reason, encoder.usage(turn))]
 
             async def body() -> AsyncIterator[bytes]:
                 for number, frame in enumerate(frames):

@@ -114,3 +114,36 @@ async def test_unknown_foreign_incomplete_and_decided_approvals_run_nothing(serv
                                                                               "transfer:mallory:70"]
         assert await attempt(alice, other_chat, other) == (409, "approval_decided")
         assert (await bob.chat(bobs_chat))["paused"] is not None  # bob's run was never touched
+
+
+async def test_stored_rows_say_how_their_runs_ended_and_which_calls_were_denied(server: ServerProcess,
+                                                                              gate: GateServer) -> None:
+    async with server.api("alice") as alice:
+        chat, events = await pause(alice, gate, "summaries", "alice")
+        paused_run = events[0].data["run_id"]
+        required = [e.data for e in events if e.type == "approval_required"]
+        listed = (await alice.client.get(f"/api/chats/{chat}/messages")).json()
+        [summary] = listed["runs"]
+        assert summary["run_id"] == paused_run and summary["status"] == "paused"
+        assert summary["usage"] == events[-1].data["usage"] and summary["usage"]["input_tokens"] > 0
+        assert summary["decisions"] == []
+
+        decisions = [{"approval_id": required[0]["approval_id"], "approved": True},
+                     {"approval_id": required[1]["approval_id"], "approved": False, "reason": "Not to mallory."}]
+        async with alice.decide(chat, decisions) as response:
+            resumed = [e async for e in read_events(response)]
+        finished = resumed[-1].data
+        listed = (await alice.client.get(f"/api/chats/{chat}/messages")).json()
+        assert [r["run_id"] for r in listed["messages"]] == [paused_run, *[resumed[0].data["run_id"]] * 2]
+        first, second = listed["runs"]
+        assert first["status"] == "resumed" and first["decisions"] == []
+        assert second["run_id"] == resumed[0].data["run_id"] and second["status"] == "completed"
+        assert (second["usage"], second["steps"], second["error"]) == (finished["usage"], finished["steps"], None)
+        assert 0 < second["duration"] <= finished["duration"] + 1
+        assert second["decisions"] == [{"call_id": "call_0_transfer", "approved": True, "reason": None},
+                                       {"call_id": "call_1_transfer", "approved": False, "reason": "Not to mallory."}]
+        # Only the runs of the rows returned: after the first row, the paused run is not listed.
+        later = (await alice.client.get(f"/api/chats/{chat}/messages", params={"after": 1})).json()
+        assert [r["run_id"] for r in later["runs"]] == [second["run_id"]]
+        nothing = (await alice.client.get(f"/api/chats/{chat}/messages", params={"after": 3})).json()
+        assert nothing == {"messages": [], "runs": []}

@@ -8,12 +8,17 @@ skip saying why; under `CI=true` they fail instead, because CI must run them.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+
+from tests.databases import sqlite_url
+from tests.server.support import TOKENS, GateServer, ServerProcess
 
 from .pages import WebPage
 
@@ -61,6 +66,16 @@ def browser() -> Iterator[Any]:
             launched.close()
 
 
+CSP_META = re.compile(r'<meta http-equiv="Content-Security-Policy"[^>]*>\s*')
+
+
+def _without_csp(route: Any) -> None:
+    response = route.fetch()
+    page = response.text()
+    assert CSP_META.search(page), "the page ships a Content-Security-Policy"
+    route.fulfill(response=response, body=CSP_META.sub("", page))
+
+
 @pytest.fixture
 def screenshots() -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -76,9 +91,11 @@ def web(browser: Any) -> Iterator[Callable[..., WebPage]]:
     opened: list[WebPage] = []
 
     def open_page(base_url: str, *, token: str | None = None, chat: str | None = None, width: int = 1280,
-                  height: int = 860, dark: bool = False) -> WebPage:
+                  height: int = 860, dark: bool = False, strip_csp: bool = False) -> WebPage:
         context = browser.new_context(viewport={"width": width, "height": height},
                                       color_scheme="dark" if dark else "light", service_workers="block")
+        if strip_csp:  # the page without its Content-Security-Policy: the renderer alone must be safe
+            context.route(lambda url: urlsplit(url).path in ("/", "/index.html"), _without_csp)
         page = WebPage(context, base_url)
         opened.append(page)
         page.goto(token=token, chat=chat)
@@ -90,3 +107,36 @@ def web(browser: Any) -> Iterator[Callable[..., WebPage]]:
         problems.extend(page.problems())
         page.context.close()
     assert not problems, "\n".join(problems)
+
+
+# ---- the real server: `toolwire serve` in a subprocess, its model and tools held by the test's gate
+
+
+@pytest.fixture(scope="package")
+def gate() -> Iterator[GateServer]:
+    """The model provider and tool gates of tests/server (see tests/server/support.py), one for the package."""
+    server = GateServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="package")
+def served(gate: GateServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One `python -m toolwire serve` on SQLite for the end-to-end tests (each test has chats of its own).
+
+    Its model is the gate (`[[tag]]` in a message picks the test's script); its tools are the gated tools
+    of tests/server and `tests.web.e2e_tools`. PostgreSQL is left to the server's own tests: the page
+    cannot tell the databases apart.
+    """
+    folder = tmp_path_factory.mktemp("toolwire-serve")
+    process = ServerProcess(db_url=sqlite_url(folder), gate_url=gate.url, folder=folder,
+                            args=["--tools", "tests.web.e2e_tools:TOOLS"])
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def alice_token() -> str:
+    return TOKENS["alice"]

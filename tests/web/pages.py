@@ -1,7 +1,7 @@
 """The chat page as tests see it: what a person does and reads, over any server that speaks the contract.
 
-Nothing here knows which server answers (the scripted contract server now, `toolwire serve` in the
-end-to-end tests), so the same helpers serve both.
+Nothing here knows which server answers (the scripted contract server, or the real `toolwire serve` in
+the end-to-end tests), so the same helpers serve both.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from playwright.sync_api import BrowserContext, Locator, Page, expect
 WATCH = """
 (() => {
   window.__cardLog = [];
+  window.__argsLog = [];
   window.__injected = [];
   const scriptUrl = /^\\s*(javascript|vbscript|data):/i;
   const inspect = (node) => {
@@ -41,8 +42,15 @@ WATCH = """
       window.__cardLog.push([node.dataset.callId, node.dataset.status]);
     }
   };
+  const args = (node) => {
+    const card = node.closest && node.closest(".tool-card");
+    if (node.tagName === "PRE" && node.parentElement.classList.contains("tool-args") && card && card.dataset.callId) {
+      window.__argsLog.push([card.dataset.callId, node.textContent, card.dataset.status || ""]);
+    }
+  };
   new MutationObserver((records) => {
     for (const record of records) {
+      if (record.type === "childList" && record.target.nodeType === 1) args(record.target);
       if (record.type === "attributes") {
         inspect(record.target);
         if (record.attributeName === "data-status") card(record.target);
@@ -122,6 +130,10 @@ class WebPage:
     def card_log(self) -> list[tuple[str, str]]:
         return [tuple(entry) for entry in self.page.evaluate("window.__cardLog")]
 
+    def arguments_log(self, call_id: str) -> list[tuple[str, str]]:
+        """Every argument text the card showed, in order, with the card's status at that moment."""
+        return [(text, status) for cid, text, status in self.page.evaluate("window.__argsLog") if cid == call_id]
+
     def statuses_of(self, call_id: str) -> list[str]:
         return [status for cid, status in self.card_log() if cid == call_id]
 
@@ -133,6 +145,10 @@ class WebPage:
 
     def expect_run_status(self, run_id: str, status: str) -> None:
         expect(self.run(run_id)).to_have_attribute("data-status", status)
+
+    def expect_last_run_status(self, status: str, timeout: float = 10_000) -> None:
+        """The last run drawn (its id is the server's, unknown to the test) reached `status`."""
+        expect(self.page.locator(".run").last).to_have_attribute("data-status", status, timeout=timeout)
 
     # ---- acting on approvals
 

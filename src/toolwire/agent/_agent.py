@@ -29,7 +29,7 @@ from ..events import ToolResultEvent
 from ..exceptions import UserError
 from ..memory import ChatMemory, ResumeClaims
 from ..messages import Message
-from ..models import HTTPModel, Model, get_model
+from ..models import HTTPModel, Model, Timeout, get_model
 from ..settings import ModelSettings
 from ..telemetry import Instrumentation, instrumentation_for
 from ..tools import ApprovalPredicate, DepsT, Tool
@@ -75,6 +75,7 @@ class AgentOptions(TypedDict, total=False):
     resume_claims: ResumeClaims | None
     usage_limits: UsageLimits | None
     instrument: bool | Instrumentation | None
+    timeout: float | Timeout | None
 
 
 class Agent(Generic[OutputT, DepsT]):
@@ -130,6 +131,8 @@ class Agent(Generic[OutputT, DepsT]):
             model is still streaming; `"after_stream"`: all tools start when the response has ended;
             `"sequential"`: one tool at a time, in call order, after the response.
         http_client: An `httpx.AsyncClient` for a model named by string.
+        timeout: For a model named by string: seconds each model request may take in all, or a
+            `toolwire.Timeout` (`total`, `connect`, `idle`); see `toolwire.get_model`.
         requires_approval: Decides for every call (sync or async function of the `ToolCallPart`)
             whether a person must approve it, on top of each tool's own `requires_approval`.
         memory: A `ChatMemory` that holds the conversation: runs read their history from it and append
@@ -204,14 +207,16 @@ class Agent(Generic[OutputT, DepsT]):
         resume_claims: ResumeClaims | None = None,
         usage_limits: UsageLimits | None = None,
         instrument: bool | Instrumentation | None = None,
+        timeout: float | Timeout | None = None,
     ) -> None:
         if isinstance(model, str):
             _check_base_url(base_url)
-            self.model: Model = get_model(model, api_key=api_key, base_url=base_url, http_client=http_client)
+            self.model: Model = get_model(model, api_key=api_key, base_url=base_url, http_client=http_client,
+                                          timeout=timeout)
             self._owns_model = True
         elif isinstance(model, Model):
-            if base_url is not None or api_key is not None or http_client is not None:
-                raise UserError("base_url, api_key and http_client configure a model named by string; "
+            if base_url is not None or api_key is not None or http_client is not None or timeout is not None:
+                raise UserError("base_url, api_key, http_client and timeout configure a model named by string; "
                                 "configure the Model object you passed instead.")
             self.model = model
             self._owns_model = False

@@ -41,6 +41,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None, help="the API key (default: the provider's environment variable)")
     parser.add_argument("--max-steps", type=int, default=20, help="the most model requests one turn may make")
     add_mcp_arguments(parser)
+    add_timeout_argument(parser)
 
 
 def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +62,23 @@ def mcp_toolsets(args: argparse.Namespace, *, stderr: TextIO | None = None) -> l
     except ImportError as exc:
         raise UserError("--mcp and --mcp-url need the mcp extra: pip install 'toolwire[mcp]'.") from exc
     return list(servers_from_specs(commands, urls, stderr=stderr))
+
+
+def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
+    """`--timeout SECONDS`: the deadline of each model request (`timeout=` of `get_model`)."""
+    parser.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                        help="the most seconds one model request may take in all (default: 1800, with 300 "
+                             "without a new event)")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def load_tool(spec: str) -> list[Tool[..., Any]]:
@@ -164,7 +182,8 @@ def make_agent(args: argparse.Namespace, *, tools: Sequence[Tool[..., Any]] | No
     loaded = load_tools(args.tool) if tools is None else list(tools)
     check_model(args.model, api_key=args.api_key, base_url=args.base_url)
     return Agent(args.model, tools=loaded, toolsets=mcp_toolsets(args, stderr=mcp_stderr), system=args.system,
-                 max_steps=args.max_steps, api_key=args.api_key, base_url=args.base_url)
+                 max_steps=args.max_steps, api_key=args.api_key, base_url=args.base_url,
+                 timeout=args.timeout)
 
 
 async def tool_names(agent: Agent[Any, Any]) -> list[str]:

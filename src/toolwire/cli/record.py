@@ -10,16 +10,19 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
 import orjson
 
+from .._transport import Secrets
 from ..exceptions import StreamError, ToolwireError, UserError
 from ..messages import Message
-from ..models import get_model
+from ..models import Timeout, get_model
 from ..testing.record import RecordingTransport
 from ..tools import ToolDefinition
+from ._tools import add_timeout_argument
 
 
 def add_parser(sub: Any) -> None:
@@ -36,6 +39,7 @@ def add_parser(sub: Any) -> None:
                    help="also write the raw response body here (for `toolwire replay`)")
     p.add_argument("--base-url", default=None, help="send to this base URL instead of the provider's")
     p.add_argument("--api-key", default=None, help="the API key (default: the provider's environment variable)")
+    add_timeout_argument(p)
     p.set_defaults(func=run)
 
 
@@ -57,8 +61,9 @@ async def record(args: argparse.Namespace) -> tuple[RecordingTransport, Message 
     tools = load_tools(args.tools) if args.tools else []
     transport = RecordingTransport(args.out, append=args.append)
     messages = ([Message.system(args.system)] if args.system else []) + [Message.user(args.prompt)]
-    async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(600.0, connect=10.0)) as client:
-        model = get_model(args.model, api_key=args.api_key, base_url=args.base_url, http_client=client)
+    async with httpx.AsyncClient(transport=transport) as client:
+        model = get_model(args.model, api_key=args.api_key, base_url=args.base_url, http_client=client,
+                          timeout=Timeout.of(args.timeout))
         async with model.stream(messages, tools=tools) as response:
             async for event in response:
                 if event.type == "text_delta":
@@ -79,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"toolwire: {exc}\n")
         return 1
     except httpx.HTTPError as exc:
-        sys.stderr.write(f"toolwire: The request failed ({type(exc).__name__}: {exc}).\n")
+        secrets = Secrets([args.api_key, urlsplit(args.base_url or "").password])
+        sys.stderr.write(f"toolwire: The request failed ({type(exc).__name__}: {secrets.redact(str(exc))}).\n")
         return 1
     last = transport.interactions[-1]["response"] if transport.interactions else {}
     if args.raw and last:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import orjson
 
 from ..events import event_to_dict
 from ..exceptions import UserError
-from ..replay import replay
+from ..replay import ReplayResult, replay
 from ..wire import PROTOCOLS
 
 
@@ -32,24 +33,40 @@ def run(args: argparse.Namespace) -> int:
         result = replay(args.protocol, body)
     except UserError as exc:
         return _fail(args, "protocol_unavailable", str(exc))
-    if args.json:
-        sys.stdout.write(orjson.dumps(result.to_json_data()).decode() + "\n")
-    else:
-        out = sys.stdout
-        for event in result.events:
-            if event.type == "message_end":
-                continue
-            data = event_to_dict(event)
-            kind = data.pop("type")
-            out.write(f"{kind:<16} {orjson.dumps(data).decode()}\n")
-        out.write("\nassembled message:\n")
-        out.write(orjson.dumps(result.message.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
-        out.write(f"finish_reason: {result.finish_reason}\n")
-        if result.usage is not None:
-            out.write(f"usage: input_tokens={result.usage.input_tokens} output_tokens={result.usage.output_tokens}\n")
-        if result.error is not None:
-            out.write(f"error ({result.error.error_type}): {result.error.message}\n")
+    try:
+        if args.json:
+            sys.stdout.write(_dumps(result.to_json_data()) + "\n")
+        else:
+            _print(result)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return _fail(args, "unprintable", f"The replayed message cannot be printed as JSON ({type(exc).__name__}: "
+                                          f"{exc}); it holds a value nested too deeply or that JSON cannot carry.")
     return 1 if result.error is not None else 0
+
+
+def _dumps(value: Any, *, indent: bool = False) -> str:
+    """JSON text: orjson, or the standard library for what orjson refuses (over 255 levels, huge integers)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, indent=2 if indent else None)
+
+
+def _print(result: ReplayResult) -> None:
+    out = sys.stdout
+    for event in result.events:
+        if event.type == "message_end":
+            continue
+        data = event_to_dict(event)
+        kind = data.pop("type")
+        out.write(f"{kind:<16} {_dumps(data)}\n")
+    out.write("\nassembled message:\n")
+    out.write(_dumps(result.message.to_dict(), indent=True) + "\n")
+    out.write(f"finish_reason: {result.finish_reason}\n")
+    if result.usage is not None:
+        out.write(f"usage: input_tokens={result.usage.input_tokens} output_tokens={result.usage.output_tokens}\n")
+    if result.error is not None:
+        out.write(f"error ({result.error.error_type}): {result.error.message}\n")
 
 
 def _fail(args: argparse.Namespace, kind: str, message: str) -> int:

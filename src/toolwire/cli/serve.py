@@ -3,8 +3,9 @@
     toolwire serve                                   # ./toolwire.db, offline fake model, demo tools
     toolwire serve --model anthropic:claude-haiku-4-5 --tools mytools:TOOLS --db postgresql://...
 
-Without `--model` it uses the offline fake provider (`FakeProviderServer` in automatic mode on a
-loopback port, real HTTP) with the demo tools, unless a provider key is set in the environment, in
+Without `--model` it uses the offline fake provider (`FakeProviderServer` on a loopback port, real
+HTTP, answering with `_offline.DemoResponder`: the demo tools a message asks for, e.g. the weather of
+each city it names) with the demo tools, unless a provider key is set in the environment, in
 which case it says which model it picked (`--model fake` keeps the fake). Without `--token` or
 `--tokens-file` it makes a token for the user `local` and prints the URL to open, which carries it.
 
@@ -92,6 +93,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-tool-result-bytes", type=int, default=65_536, help="largest tool result kept and streamed")
     p.add_argument("--redact", action="append", default=[], metavar="SECRET",
                    help="a secret to replace by [REDACTED] in tool results (repeatable; the API key always is)")
+    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a browser origin allowed to call the API from its pages, e.g. http://localhost:3000 "
+                        "(repeatable; '*' for any)")
     p.add_argument("--fake-delay", type=float, default=0.02,
                    help="seconds between the fake model's stream frames (default: 0.02)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
@@ -147,9 +151,10 @@ async def _model(args: argparse.Namespace, spec: str, factory_clients: list[http
         factory_clients.append(client)
         yield get_model(spec, api_key=args.api_key, base_url=args.base_url, http_client=client), spec
         return
-    from ..testing import AutoResponder, FakeProviderServer
+    from ..testing import FakeProviderServer
+    from ._offline import DemoResponder
 
-    responder = AutoResponder(delay=args.fake_delay)
+    responder = DemoResponder(delay=args.fake_delay)
     async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
         # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
         client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0), limits=_MODEL_CONNECTIONS)
@@ -211,7 +216,7 @@ async def _serve(args: argparse.Namespace) -> None:
     config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
-                          max_runs=args.max_runs)
+                          max_runs=args.max_runs, cors_origins=tuple(args.cors_origin))
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends

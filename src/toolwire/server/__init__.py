@@ -13,7 +13,8 @@ or, in your own ASGI stack:
 Layout: `app` (the application and its lifespan), `routes` (one handler per endpoint), `runs` (the run
 manager: leases, recovery, ordering), `runner` (one run, persisted and published in order), `events`
 (the event vocabulary), `eventlog` (cursors and the per-chat log), `sse` (following and streaming),
-`encode/` (one encoder per browser protocol), `approvals` (the paused state), `auth`, `limits`,
+`encode/` (one encoder per browser protocol: native, the Vercel AI SDK's UI message stream, AG-UI),
+`protocol_routes` (the Vercel and AG-UI endpoints), `approvals` (the paused state), `auth`, `limits`,
 `signals`, `schemas` (request bodies and the OpenAPI document), `errors`, `replicas` (the database lock:
 one server alone, or replicas), `redis/` (the event log, signals and rate limits of several replicas).
 """

@@ -28,6 +28,8 @@ import anyio
 import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -36,6 +38,7 @@ from ..store import SQLStore, Store
 from .errors import ApiError, handle_api_error, handle_http_exception, handle_unexpected
 from .eventlog import EventLog, InMemoryEventLog
 from .limits import Limits, MemoryRateLimiter, RateLimiter, ResultPolicy
+from .protocol_routes import agui_run, vercel_chat, vercel_history, vercel_stop, vercel_stream
 from .replicas import hold_replica_lock
 from .routes import (
     ServerState,
@@ -86,6 +89,8 @@ class ServerConfig:
         max_events_per_chat: Events kept per chat in the in-memory log (older cursors get 410).
         log_retention_seconds: How long a chat's events are kept after its last run ended.
         web_dir: The web client's folder (`None` to serve none).
+        cors_origins: Browser origins allowed to call the API from pages they serve (a `useChat` front end
+            on its own development server, say); `"*"` allows any. None by default: same origin only.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -98,6 +103,7 @@ class ServerConfig:
     max_events_per_chat: int = 10_000
     log_retention_seconds: float = 900.0
     web_dir: Path | None = WEB_DIR
+    cors_origins: tuple[str, ...] = ()
 
 
 def create_app(
@@ -195,11 +201,25 @@ def create_app(
         Route(chat + "/stream", stream, methods=["GET"]),
         Route(chat + "/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route(chat + "/approvals", decide, methods=["POST"]),
+        # Other protocols' front ends (README: "Vercel AI SDK (useChat)" and "AG-UI").
+        Route("/api/chat", vercel_chat, methods=["POST"]),
+        Route("/api/chat/{chat_id}/stream", vercel_stream, methods=["GET"]),
+        Route("/api/chat/{chat_id}/stop", vercel_stop, methods=["POST"]),
+        Route("/api/chat/{chat_id}/messages", vercel_history, methods=["GET"]),
+        Route("/api/agui", agui_run, methods=["POST"]),
     ]
     if config.web_dir is not None and config.web_dir.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=config.web_dir), name="static"))
     handlers: dict[Any, Any] = {ApiError: handle_api_error, HTTPException: handle_http_exception,
                                 Exception: handle_unexpected}
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
+    middleware = []
+    if config.cors_origins:
+        # Bearer tokens, not cookies: no credentials mode; the headers a streaming client reads are exposed.
+        middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
+                                     allow_methods=["GET", "POST", "PATCH", "DELETE"],
+                                     allow_headers=["authorization", "content-type", "last-event-id"],
+                                     expose_headers=["x-run-id", "location", "x-vercel-ai-ui-message-stream"],
+                                     max_age=600))
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
     app.state.toolwire = state
     return app

@@ -19,10 +19,10 @@ from pydantic import TypeAdapter
 
 from ..agent import Approval as AgentApproval, Denial, RunState
 from ..messages import Part, ToolCallPart
-from ..store import Approval, PausedRun, new_id
+from ..store import Approval, PausedRun, Resumption, new_id
 from .limits import ResultPolicy
 
-__all__ = ["PauseRecord", "part_dicts", "paused_view", "record_pause", "resume_arguments"]
+__all__ = ["PauseRecord", "part_dicts", "paused_view", "record_pause", "resume_arguments", "resumed_view"]
 
 _parts: TypeAdapter[list[Part]] = TypeAdapter(list[Part])
 
@@ -70,4 +70,22 @@ def paused_view(paused: PausedRun) -> dict[str, Any]:
         "results": part_dicts(state.results),
         "approvals": [{"approval_id": a.id, "call": part_dicts([a.call])[0]}
                       for a in paused.approvals if a.status == "pending"],
+    }
+
+
+def resumed_view(resumption: Resumption) -> dict[str, Any]:
+    """`run_started.resumed_from` of a resumed run: the round it finishes and how each waiting call was decided.
+
+    With it a follower that joins the resumed run (a browser protocol replaying the turn, say) can show
+    the paused round without reading the store: the message whose calls waited, the results known at
+    the pause, and each decision by approval id and call id.
+    """
+    paused = resumption.paused
+    state = RunState.from_json(paused.state_json)
+    return {
+        "run_id": paused.run.id,
+        "message": state.message.to_dict(),
+        "results": part_dicts(state.results),
+        "decisions": [{"approval_id": a.id, "call_id": call_id, "approved": a.status == "approved",
+                       "reason": a.reason} for call_id, a in resumption.decisions.items()],
     }

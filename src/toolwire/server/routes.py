@@ -15,7 +15,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 
-from ..store import Chat, Decision, Store, User, iso
+from ..store import Chat, Decision, RunSummary, Store, User, iso
 from .approvals import paused_view
 from .auth import authenticate
 from .encode import NativeEncoder
@@ -141,9 +141,22 @@ async def list_messages(request: Request) -> Response:
     if not after_text.isascii() or not after_text.isdigit():
         raise ApiError(400, "invalid_request", "`after` must be a sequence number (a whole number, 0 or more).")
     # Beyond any real sequence number there is nothing: clamped so that every database takes it.
-    rows = await server.store.list_messages(chat.id, after=min(int(after_text), 2**31 - 1))
-    body = b'{"messages":[' + b",".join(_row_json(row) for row in rows) + b"]}"
+    after = min(int(after_text), 2**31 - 1)
+    rows = await server.store.list_messages(chat.id, after=after)
+    summaries = await server.store.run_summaries(chat.id, after=after) if rows else []
+    body = (b'{"messages":[' + b",".join(_row_json(row) for row in rows) + b'],"runs":'
+            + orjson.dumps([_summary_json(s) for s in summaries]) + b"}")
     return Response(body, media_type="application/json")
+
+
+def _summary_json(summary: RunSummary) -> dict[str, Any]:
+    """How a run of the returned rows ended (what `run_finished` said), and the decisions it resumed with."""
+    run = summary.run
+    duration = (run.finished_at - run.created_at).total_seconds() if run.finished_at is not None else None
+    return {"run_id": run.id, "status": run.status, "usage": run.usage, "error": run.error, "steps": run.steps,
+            "duration": round(duration, 3) if duration is not None else None,
+            "decisions": [{"call_id": a.call.id, "approved": a.status == "approved", "reason": a.reason}
+                          for a in summary.decisions]}
 
 
 def _row_json(row: Any) -> bytes:

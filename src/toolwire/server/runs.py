@@ -29,7 +29,7 @@ import anyio.abc
 
 from ..messages import Message
 from ..store import Chat, Decision, MessageRow, Recovered, Run, Store, StoreError, User, new_id
-from .approvals import resume_arguments
+from .approvals import resume_arguments, resumed_view
 from .errors import ApiError, store_error
 from .eventlog import Cursor, CursorExpired, EventLog
 from .events import RunPublisher, usage_dict
@@ -212,11 +212,13 @@ class RunManager:
             raise store_error(exc) from None
         with anyio.CancelScope(shield=True):
             await self._launch(user, resumption.run, user_row=None,
-                               resume=resume_arguments(resumption.paused, resumption.decisions))
+                               resume=resume_arguments(resumption.paused, resumption.decisions),
+                               resumed_from=resumed_view(resumption))
         return RunHandle(run=resumption.run, created=True)
 
     async def _launch(self, user: User, run: Run, *, user_row: MessageRow | None,
-                      resume: tuple[object, object] | None = None) -> None:
+                      resume: tuple[object, object] | None = None,
+                      resumed_from: dict[str, object] | None = None) -> None:
         assert self._tg is not None, "the run manager was not started"
         chat_id = run.chat_id
         previous = self._chat_last.get(chat_id)
@@ -231,7 +233,7 @@ class RunManager:
         watch = self.signals.watch(run.id)
         publisher = RunPublisher(self.log, chat_id=chat_id, run_id=run.id, run_number=run.run_number)
         await publisher.run_event("run_started", None, chat_id=chat_id, run_number=run.run_number,
-                                  resumed=resume is not None,
+                                  resumed=resume is not None, resumed_from=resumed_from,
                                   user_message=user_row.to_dict() if user_row is not None else None)
         runner = Runner(user=user, chat_id=chat_id, run_id=run.id, publisher=publisher, store=self.store,
                         factory=self.factory, watch=watch, policy=self.policy, limiter=self.limiter,

@@ -148,6 +148,22 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                                                        "minItems": 1, "maxItems": 2}},
         "required": ["id", "sequence_number", "kind", "role", "run_id", "created_at", "messages"],
     }
+    schemas["RunSummary"] = {
+        "type": "object",
+        "description": "How a run of the returned rows ended (`run_finished`'s fields, `duration` from the stored "
+                       "times; `status` `resumed` for a run paused for approval and then decided), and, for a run "
+                       "that resumed a paused one, the decisions it resumed with.",
+        "properties": {"run_id": {"type": "string"},
+                       "status": {"enum": ["running", "paused", "resumed", "completed", "cancelled", "failed",
+                                           "interrupted"]},
+                       "usage": {"type": ["object", "null"]}, "error": {"type": ["object", "null"]},
+                       "steps": {"type": "integer", "minimum": 0}, "duration": {"type": ["number", "null"]},
+                       "decisions": {"type": "array", "items": {
+                           "type": "object", "required": ["call_id", "approved", "reason"],
+                           "properties": {"call_id": {"type": "string"}, "approved": {"type": "boolean"},
+                                          "reason": {"type": ["string", "null"]}}}}},
+        "required": ["run_id", "status", "usage", "error", "steps", "duration", "decisions"],
+    }
     schemas["ChatDetail"] = {
         "type": "object",
         "properties": {
@@ -219,9 +235,11 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                          parameters=[chat_id]),
         },
         "/api/chats/{chat_id}/messages": {
-            "get": op("The chat's stored rows in sequence order", {"200": {"description": "OK", "content": {
-                "application/json": {"schema": {"type": "object", "required": ["messages"], "properties": {
-                    "messages": {"type": "array", "items": {"$ref": _REF.format(model="MessageRow")}}}}}}},
+            "get": op("The chat's stored rows in sequence order, and how their runs ended", {"200": {
+                "description": "OK", "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["messages"], "properties": {
+                        "messages": {"type": "array", "items": {"$ref": _REF.format(model="MessageRow")}},
+                        "runs": {"type": "array", "items": {"$ref": _REF.format(model="RunSummary")}}}}}}},
                 "400": _error_response("`after` is not a number.")},
                 parameters=[chat_id, {"name": "after", "in": "query", "required": False,
                                       "schema": {"type": "integer", "minimum": 0}}]),

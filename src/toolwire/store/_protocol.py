@@ -34,6 +34,7 @@ from ._records import (
     Run,
     RunStart,
     RunStatus,
+    RunSummary,
     User,
 )
 
@@ -41,6 +42,7 @@ __all__ = [
     "ApprovalDecided",
     "ApprovalNotFound",
     "ApprovalsIncomplete",
+    "ChatIdTaken",
     "ChatNotFound",
     "IdempotencyConflict",
     "NotPaused",
@@ -58,6 +60,12 @@ class StoreError(ToolwireError):
 
 class ChatNotFound(StoreError):
     code = "chat_not_found"
+
+
+class ChatIdTaken(StoreError):
+    """A chat with the id a caller chose already exists (its own or another user's)."""
+
+    code = "chat_exists"
 
 
 class RunConflict(StoreError):
@@ -128,7 +136,9 @@ class Store(ChatMemory, Protocol):
         ...
 
     # -- chats and messages ------------------------------------------------------------------
-    async def create_chat(self, user_id: str, title: str = "") -> Chat: ...
+    async def create_chat(self, user_id: str, title: str = "", *, chat_id: str | None = None) -> Chat:
+        """A new chat; with `chat_id` (a client's own id) it raises `ChatIdTaken` when that id exists."""
+        ...
 
     async def list_chats(self, user_id: str, *, limit: int = 200) -> list[Chat]:
         """The user's chats, most recently updated first."""
@@ -182,6 +192,10 @@ class Store(ChatMemory, Protocol):
         ...
 
     async def paused_run(self, chat_id: str) -> PausedRun | None: ...
+
+    async def run_summaries(self, chat_id: str, *, after: int = 0) -> list[RunSummary]:
+        """The runs that the chat's rows after `after` belong to, in run order, with their decisions."""
+        ...
 
     async def record_step_message(self, run_id: str, message: Message) -> None:
         """Remember the assistant message of the step in progress (for recovery)."""

@@ -30,6 +30,7 @@ __all__ = [
     "Run",
     "RunStart",
     "RunStatus",
+    "RunSummary",
     "User",
     "iso",
     "new_id",
@@ -132,6 +133,18 @@ class Run:
     @property
     def active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """How a run ended, for a client showing stored rows: the run, and the decisions it resumed with.
+
+    `decisions` are the decided approvals of the paused run this run resumed (`run.resumed_from`), in
+    the order they were issued; empty for a run that resumed nothing.
+    """
+
+    run: Run
+    decisions: list[Approval]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,6 +37,7 @@ from ._protocol import (
     ApprovalDecided,
     ApprovalNotFound,
     ApprovalsIncomplete,
+    ChatIdTaken,
     ChatNotFound,
     IdempotencyConflict,
     NotPaused,
@@ -56,6 +57,7 @@ from ._records import (
     Run,
     RunStart,
     RunStatus,
+    RunSummary,
     User,
     new_id,
     utc_now,
@@ -248,8 +250,11 @@ class SQLStore:
         now = utc_now()
         chat = Chat(id=chat_id or new_id("chat"), user_id=user_id, title=title, created_at=now, updated_at=now)
         async with self._write() as conn:
-            await conn.execute(insert(chats).values(id=chat.id, user_id=user_id, title=title, created_at=now,
-                                                    updated_at=now))
+            inserted = await conn.execute(
+                self._insert(chats).values(id=chat.id, user_id=user_id, title=title, created_at=now, updated_at=now)
+                .on_conflict_do_nothing(index_elements=["id"]))
+            if inserted.rowcount != 1:
+                raise ChatIdTaken(f"The chat id {chat.id!r} is already taken; choose another id.")
         return chat
 
     @_shielded
@@ -480,6 +485,25 @@ class SQLStore:
         async with self._read() as conn:
             return await self._paused(conn, chat_id)
 
+    @_shielded
+    async def run_summaries(self, chat_id: str, *, after: int = 0) -> list[RunSummary]:
+        # Subqueries rather than lists of ids: a long chat has as many runs as it has messages.
+        run_ids = select(messages.c.run_id).where(messages.c.chat_id == chat_id, messages.c.sequence_number > after,
+                                                  messages.c.run_id.is_not(None))
+        async with self._read() as conn:
+            found = [_run(row) for row in await conn.execute(
+                select(*_RUN_COLUMNS).where(runs.c.chat_id == chat_id, runs.c.id.in_(run_ids))
+                .order_by(runs.c.run_number))]
+            decided: dict[str, list[Approval]] = {}
+            if any(run.resumed_from is not None for run in found):
+                paused_ids = select(runs.c.resumed_from).where(runs.c.chat_id == chat_id, runs.c.id.in_(run_ids))
+                query = (select(approvals).where(approvals.c.chat_id == chat_id, approvals.c.run_id.in_(paused_ids),
+                                                 approvals.c.status != "pending")
+                         .order_by(approvals.c.run_id, approvals.c.position))
+                for row in await conn.execute(query):
+                    decided.setdefault(row.run_id, []).append(_approval(row))
+        return [RunSummary(run=run, decisions=decided.get(run.resumed_from or "", [])) for run in found]
+
     async def _paused(self, conn: AsyncConnection, chat_id: str) -> PausedRun | None:
         row = (await conn.execute(select(runs).where(runs.c.chat_id == chat_id, runs.c.status == "paused"))).first()
         if row is None:
@@ -638,6 +662,10 @@ def _message_row(row: Row[Any]) -> MessageRow:
     return MessageRow(id=row.id, chat_id=row.chat_id, sequence_number=row.sequence_number, kind=row.kind,
                       role=row.role, run_id=row.run_id, created_at=row.created_at, message_json=row.message_json,
                       client_message_id=row.client_message_id)
+
+
+_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message")]
+"""What `_run` reads (a run's saved state can be large and stays behind)."""
 
 
 def _run(row: Row[Any]) -> Run:

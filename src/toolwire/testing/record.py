@@ -82,10 +82,12 @@ def redact_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> di
 
 
 def redact_url(url: str) -> str:
-    """The URL with secret query parameters (`key=`, `api_key=`, `access_token=`...) replaced."""
+    """The URL with a password and secret query parameters (`key=`, `api_key=`, `access_token=`...) replaced."""
     parts = urlsplit(url)
+    if parts.password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", f":{REDACTED}@", 1))
     if not parts.query:
-        return url
+        return urlunsplit(parts)
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     query = [(k, REDACTED if k.lower() in _SECRET_QUERY else v) for k, v in pairs]
     return urlunsplit(parts._replace(query=urlencode(query, safe="/:")))
@@ -99,6 +101,8 @@ def _secrets(request: httpx.Request) -> list[str]:
             found.append(value.partition(" ")[2])
     found.extend(v for k, v in parse_qsl(request.url.query.decode(), keep_blank_values=True)
                  if k.lower() in _SECRET_QUERY)
+    if request.url.password:
+        found.append(request.url.password)
     # Short values would redact ordinary text; real credentials are long.
     return sorted({s for s in found if len(s) >= 8}, key=len, reverse=True)
 
@@ -133,7 +137,10 @@ def _decoded(raw: bytes, headers: httpx.Headers) -> bytes:
     encoding = headers.get("content-encoding")
     if not encoding or not raw:
         return raw
-    return httpx.Response(200, headers={"content-encoding": encoding}, content=raw).content
+    try:
+        return httpx.Response(200, headers={"content-encoding": encoding}, content=raw).content
+    except httpx.DecodingError:
+        return raw  # a corrupt body is kept as it came (base64 if it is not text)
 
 
 class _TeeStream(httpx.AsyncByteStream):

@@ -88,10 +88,13 @@ export class Api {
     return this.json("DELETE", `api/chats/${encodeURIComponent(chatId)}`);
   }
 
-  /** The stored rows (`after` a sequence number, when given). */
+  /**
+   * The stored rows (`after` a sequence number, when given) and how their runs ended:
+   * `{messages: MessageRow[], runs: RunSummary[]}` (`runs` is empty from a server that does not send it).
+   */
   async messages(chatId, after = null, signal) {
     const body = await this.json("GET", `api/chats/${encodeURIComponent(chatId)}/messages`, { query: { after }, signal });
-    return body.messages;
+    return { messages: body.messages, runs: Array.isArray(body.runs) ? body.runs : [] };
   }
 
   /** Start a run; the response is its event stream. */

@@ -52,6 +52,7 @@ class App {
     this.view = null;
     this.chats = [];
     this.confirming = null; // the chat id whose delete button asks for confirmation
+    this.running = null; // the id of the open chat's run being followed
   }
 
   start() {
@@ -123,6 +124,10 @@ class App {
     ui.message.addEventListener("input", () => this.fitMessageBox());
     ui.stop.addEventListener("click", () => this.session?.stop());
     window.addEventListener("hashchange", () => this.route());
+    // Chats made or renamed in another tab show up when this one is looked at again.
+    this.doc.addEventListener("visibilitychange", () => {
+      if (!this.doc.hidden && this.api !== null && !this.ui.app.hidden) this.refreshChats();
+    });
   }
 
   toggleSidebar(open = !this.ui.app.classList.contains("sidebar-open")) {
@@ -197,6 +202,7 @@ class App {
     try {
       const chat = await this.api.createChat(title);
       this.chats = [chat, ...this.chats.filter((c) => c.id !== chat.id)];
+      this.ui.listMessage.textContent = "";
       this.drawChats();
       this.go(chat.id);
       return chat;
@@ -211,6 +217,7 @@ class App {
     try {
       await this.api.deleteChat(chatId);
       this.chats = this.chats.filter((c) => c.id !== chatId);
+      if (this.chats.length === 0) this.ui.listMessage.textContent = "No chats yet.";
       if (this.session?.chatId === chatId) this.go(null);
       this.drawChats();
     } catch (error) {
@@ -242,6 +249,7 @@ class App {
   }
 
   closeChat() {
+    this.running = null;
     this.session?.close();
     this.view?.destroy();
     this.session = null;
@@ -279,6 +287,10 @@ class App {
   onState(session, state) {
     if (session !== this.session) return;
     this.view.update(state);
+    // A run that ends changes the list (its chat moves to the top; a chat untitled until then has a title).
+    const running = activeRun(state)?.id ?? null;
+    if (this.running !== null && running === null) this.refreshChats();
+    this.running = running;
     // The last event drawn (tests wait on it; a person never sees it).
     this.ui.conversation.dataset.cursor = state.cursor ?? "";
     if (state.chat) {
@@ -320,7 +332,8 @@ class App {
         return;
       }
       session = this.session;
-    } else if (!(session.state.chat?.title ?? "") && session.state.rows.length === 0) {
+    } else if (session.state.chat !== null && !session.state.chat.title && session.state.rows.length === 0) {
+      // Only a chat known to be untitled (its GET answered): one typed into before that keeps its title.
       this.nameChat(session.chatId, titleFrom(text));
     }
     const refused = await session.send(text);

@@ -50,6 +50,7 @@ export function emptyChat(chatId = null) {
     chatId,
     chat: null, // Chat / ChatDetail as last fetched
     rows: [], // committed MessageRows, in sequence_number order
+    summaries: {}, // run id -> how that run of the stored rows ended (GET messages' `runs`)
     runs: [], // runs known from events (or a paused run from GET chat), in the order they became known
     where: {}, // call id -> [run index, step index]
     cursor: null, // the last event id applied
@@ -146,6 +147,7 @@ function newCard(id, fields = {}) {
     startedAt: fields.startedAt ?? null,
     approvalId: fields.approvalId ?? null,
     decision: fields.decision ?? null, // {approved, reason} taken on this page
+    storedDecision: fields.storedDecision ?? null, // true / false: approved / denied, as the server recorded it
   };
 }
 
@@ -266,6 +268,7 @@ function advance(card, status) {
 function resultStatus(card, result) {
   if (card.status === CardStatus.INVALID) return CardStatus.INVALID;
   if (card.decision !== null && !card.decision.approved) return CardStatus.DENIED;
+  if (card.decision === null && card.storedDecision === false) return CardStatus.DENIED;
   return result.is_error ? CardStatus.ERROR : CardStatus.DONE;
 }
 
@@ -320,13 +323,16 @@ function callsOf(message) {
 
 /**
  * A step (the same shape the live stream builds) from a stored assistant message and its results:
- * the aggregate renderer draws stored and live rounds alike.
+ * the aggregate renderer draws stored and live rounds alike. `decisions` are the approval decisions
+ * the server recorded for these calls (a RunSummary's), so a denied call shows as denied.
  */
-export function stepFromMessages(assistant, results = [], index = 0) {
+export function stepFromMessages(assistant, results = [], index = 0, decisions = []) {
   let step = newStep(index);
   step = { ...step, ended: true, finished: true, saved: true, message: assistant };
   const byCall = {};
   for (const r of results) byCall[r.call_id] = r;
+  const decided = {};
+  for (const d of decisions ?? []) decided[d.call_id] = Boolean(d.approved);
   let callIndex = 0;
   for (const part of assistant?.parts ?? []) {
     switch (part.type) {
@@ -340,7 +346,7 @@ export function stepFromMessages(assistant, results = [], index = 0) {
         break;
       case "tool_call":
       case "invalid_tool_call": {
-        let card = completedCall(newCard(part.id, { index: callIndex }), part);
+        let card = completedCall(newCard(part.id, { index: callIndex, storedDecision: decided[part.id] ?? null }), part);
         callIndex += 1;
         const result = byCall[part.id];
         if (result !== undefined) card = withResult(card, result, null);
@@ -360,11 +366,14 @@ export function stepFromMessages(assistant, results = [], index = 0) {
   return step;
 }
 
-/** A stored row as a step: an assistant row, or a tools aggregate (the call message, then its results). */
-export function stepFromRow(row) {
+/**
+ * A stored row as a step: an assistant row, or a tools aggregate (the call message, then its results).
+ * `summary` is the row's RunSummary, when known (its decisions mark denied calls).
+ */
+export function stepFromRow(row, summary = null) {
   const [assistant, results] = row.messages ?? [];
   const resultParts = (results?.parts ?? []).filter((p) => p.type === "tool_result");
-  return stepFromMessages(assistant, resultParts);
+  return stepFromMessages(assistant, resultParts, 0, summary?.decisions ?? []);
 }
 
 /** Fill a live step with whatever its committed (or assembled) message has and the stream missed. */
@@ -702,11 +711,17 @@ const HANDLERS = {
       (run.status === "running" ? run : { ...run, status: "paused" }));
   },
 
-  /** GET /api/chats/{id}/messages answered. */
+  /** GET /api/chats/{id}/messages answered: the rows, and how their runs ended (`runs`). */
   client_history(state, event) {
     let rows = state.rows;
     for (const row of event.messages ?? []) rows = addRow(rows, row);
-    return rows === state.rows ? state : { ...state, rows };
+    let summaries = state.summaries;
+    for (const summary of event.runs ?? []) {
+      if (summary && typeof summary.run_id === "string" && !sameSummary(summaries[summary.run_id], summary)) {
+        summaries = { ...summaries, [summary.run_id]: summary };
+      }
+    }
+    return rows === state.rows && summaries === state.summaries ? state : { ...state, rows, summaries };
   },
 
   client_send(state, event) {
@@ -756,6 +771,10 @@ function rekey(state, oldId, newId) {
     return { ...step, cards, blocks };
   });
   return { ...next, where };
+}
+
+function sameSummary(a, b) {
+  return a !== undefined && JSON.stringify(a) === JSON.stringify(b);
 }
 
 function addNotice(state, level, message) {

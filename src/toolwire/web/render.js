@@ -28,9 +28,17 @@ const RUN_STATUS = {
   running: "working…",
   completed: "",
   paused: "paused: waiting for your decision",
+  resumed: "paused for approval",
   cancelled: "stopped",
   failed: "failed",
   interrupted: "interrupted (the server stopped)",
+};
+
+// A cancelled or interrupted run also carries an error sentence; it did not fail.
+const RUN_ERROR_LABEL = {
+  failed: "The run failed: ",
+  cancelled: "Stopped: ",
+  interrupted: "Interrupted: ",
 };
 
 function el(tag, className = null, text = null) {
@@ -84,7 +92,10 @@ export function usageLine(run) {
   return parts.join(" · ");
 }
 
-/** Keep `parent`'s children in the order of `items`, creating and dropping nodes by key. */
+/**
+ * Keep `parent`'s children in the order of `items`, creating and dropping nodes by key; a node is
+ * patched when its item's `data` (or `extra`) is another object than last time.
+ */
 function reconcileChildren(parent, items, cache, create, patch) {
   const seen = new Set();
   let previous = null;
@@ -92,12 +103,13 @@ function reconcileChildren(parent, items, cache, create, patch) {
     seen.add(item.key);
     let entry = cache.get(item.key);
     if (entry === undefined) {
-      entry = { node: create(item), data: null };
+      entry = { node: create(item), data: null, extra: undefined };
       cache.set(item.key, entry);
     }
-    if (entry.data !== item.data) {
+    if (entry.data !== item.data || entry.extra !== item.extra) {
       patch(entry.node, item, entry.data);
       entry.data = item.data;
+      entry.extra = item.extra;
     }
     const wanted = previous === null ? parent.firstChild : previous.nextSibling;
     if (wanted !== entry.node) parent.insertBefore(entry.node, wanted);
@@ -140,7 +152,7 @@ export class ConversationView {
     const stick = this.nearBottom();
     this.state = state;
     const items = conversationItems(state).map((item) => ({
-      key: item.key, kind: item.kind, data: item.row ?? item.run ?? item.outbox,
+      key: item.key, kind: item.kind, data: item.row ?? item.run ?? item.outbox ?? item.summary, extra: item.summary,
     }));
     reconcileChildren(this.items, items, this.itemNodes, (item) => this.createItem(item), (node, item, old) => this.patchItem(node, item, old));
     const notices = state.notices.map((n) => ({ key: n.id, data: n }));
@@ -173,6 +185,11 @@ export class ConversationView {
       node.classList.add("sending");
       return node;
     }
+    if (item.kind === "summary") {
+      const node = el("footer", "run-meta stored-run");
+      node.dataset.runId = item.data.run_id;
+      return node;
+    }
     const row = item.data;
     if (row.kind === "user") return this.userBubble(textOf(row.messages[0]));
     const node = el("div", "stored");
@@ -183,7 +200,15 @@ export class ConversationView {
 
   patchItem(node, item, old) {
     if (item.kind === "run") this.patchRun(node, item.data, old);
-    else if (item.kind === "row" && item.data.kind !== "user") this.patchStep(node.firstChild, stepFromRow(item.data), null, null);
+    else if (item.kind === "summary") this.patchSummary(node, item.data);
+    else if (item.kind === "row" && item.data.kind !== "user") this.patchStep(node.firstChild, stepFromRow(item.data, item.extra), null, null);
+  }
+
+  /** How a stored run ended, after its last row: the same small print a followed run ends with. */
+  patchSummary(node, summary) {
+    node.dataset.status = summary.status;
+    this.drawRunMeta(node, { status: summary.status, error: summary.error ?? null, usage: summary.usage ?? null,
+      stepsCount: summary.steps ?? null, duration: summary.duration ?? null });
   }
 
   userBubble(text) {
@@ -210,11 +235,17 @@ export class ConversationView {
       }
     }
     if (old !== null && old.status === run.status && old.usage === run.usage && old.error === run.error) return;
+    this.drawRunMeta(meta, run);
+  }
+
+  /** A run's last line: its error, then its status and usage in small print. */
+  drawRunMeta(meta, run) {
     meta.replaceChildren();
     if (run.error) {
       const line = el("div", "error-line");
       line.setAttribute("role", "alert");
-      line.append(el("strong", null, "The run failed: "), document.createTextNode(run.error.message || run.error.code || ""));
+      const what = RUN_ERROR_LABEL[run.status] ?? RUN_ERROR_LABEL.failed;
+      line.append(el("strong", null, what), document.createTextNode(run.error.message || run.error.code || ""));
       meta.append(line);
     }
     const label = RUN_STATUS[run.status] ?? run.status;
@@ -375,7 +406,7 @@ export class ConversationView {
       result.hidden = !card.hasResult;
       if (card.hasResult) {
         const error = errorMessage(card);
-        result.firstChild.textContent = error === null ? "Result" : "Error";
+        result.firstChild.textContent = error === null ? "Result" : card.status === CardStatus.DENIED ? "Denied" : "Error";
         result.lastChild.textContent = error ?? jsonText(card.result);
         result.open = error !== null || result.lastChild.textContent.length < 2000;
         result.classList.toggle("is-error", error !== null);

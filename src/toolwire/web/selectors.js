@@ -5,17 +5,26 @@ import { CardStatus } from "./reducer.js";
 
 /**
  * What the conversation shows, in order: stored rows (those not drawn by a run this page follows),
- * the runs, then the message being sent. Each item: {key, kind: "row" | "run" | "outbox", ...}.
+ * each stored run's ending after its last row (its RunSummary: usage, errors), the runs, then the
+ * message being sent. Each item: {key, kind: "row" | "summary" | "run" | "outbox", ...}; a row item
+ * carries its run's summary too (its decisions mark denied calls).
  */
 export function conversationItems(state) {
   const shownByRuns = new Set();
   const runIds = new Set(state.runs.filter((r) => !r.partial).map((r) => r.id));
+  const anyRunIds = new Set(state.runs.map((r) => r.id));
   for (const run of state.runs) for (const id of run.rowIds) shownByRuns.add(id);
   const seqOf = new Map(state.rows.map((r) => [r.id, r.sequence_number]));
   const items = [];
+  const lastOfRun = new Map();
   for (const row of state.rows) {
     if (shownByRuns.has(row.id) || (row.run_id !== null && runIds.has(row.run_id))) continue;
-    items.push({ key: `row:${row.id}`, kind: "row", row, order: row.sequence_number, tie: 0 });
+    const summary = row.run_id === null ? null : state.summaries[row.run_id] ?? null;
+    items.push({ key: `row:${row.id}`, kind: "row", row, summary, order: row.sequence_number, tie: 0 });
+    if (summary !== null && !anyRunIds.has(row.run_id)) lastOfRun.set(row.run_id, row.sequence_number);
+  }
+  for (const [runId, order] of lastOfRun) {
+    items.push({ key: `summary:${runId}`, kind: "summary", summary: state.summaries[runId], order, tie: 0.5 });
   }
   state.runs.forEach((run, i) => {
     let order = Number.POSITIVE_INFINITY;

@@ -9,19 +9,22 @@
 // meanwhile: the rows it stored are fetched. 410 means the cursor is too old: the chat is loaded anew.
 // Sending a message or a decision: the POST's own response is the stream; a POST that got no answer
 // is sent again with the same client_message_id, which the server treats as the same message.
+// While nothing is followed (and the page is visible), GET chat now and then: a run started elsewhere
+// (another tab, another device) is followed from its first event, and rows stored meanwhile are fetched.
 
 import { ApiError, readEvents } from "./api.js";
 import { emptyChat, reduce } from "./reducer.js";
 import { activeRun, lastSequence, pendingApprovals } from "./selectors.js";
 
 const RETRY_DELAYS_MS = [250, 1000, 2000, 4000, 8000, 15000];
+const IDLE_CHECK_MS = 3000;
 
 export class ChatSession {
   /**
    * @param {{api: import("./api.js").Api, chatId: string, onChange: (state: object) => void,
    *          now?: () => number, retryDelays?: number[]}} options
    */
-  constructor({ api, chatId, onChange, now = () => performance.now(), retryDelays = RETRY_DELAYS_MS }) {
+  constructor({ api, chatId, onChange, now = () => performance.now(), retryDelays = RETRY_DELAYS_MS, idleCheckMs = IDLE_CHECK_MS }) {
     this.api = api;
     this.chatId = chatId;
     this.onChange = onChange;
@@ -31,8 +34,14 @@ export class ChatSession {
     this.abort = new AbortController();
     this.following = null; // the promise of the stream being followed
     this.wake = null; // resolves a pending reconnect pause early
+    this.idleCheckMs = idleCheckMs;
+    this.idleWake = null; // ends the idle pause early (the page became visible again)
     this.onOnline = () => this.wake?.();
+    this.onVisible = () => {
+      if (!globalThis.document?.hidden) this.idleWake?.();
+    };
     globalThis.addEventListener?.("online", this.onOnline);
+    globalThis.document?.addEventListener?.("visibilitychange", this.onVisible);
   }
 
   get closed() {
@@ -43,7 +52,9 @@ export class ChatSession {
   close() {
     this.abort.abort();
     this.wake?.();
+    this.idleWake?.();
     globalThis.removeEventListener?.("online", this.onOnline);
+    globalThis.document?.removeEventListener?.("visibilitychange", this.onVisible);
   }
 
   dispatch(event, cursor = null) {
@@ -64,16 +75,56 @@ export class ChatSession {
     const chat = await this.api.getChat(this.chatId);
     if (this.closed) return;
     this.dispatch({ type: "client_chat", chat, requested_at: asked });
-    const rows = await this.api.messages(this.chatId, null, this.abort.signal);
-    this.dispatch({ type: "client_history", messages: rows });
+    this.dispatch({ type: "client_history", ...(await this.api.messages(this.chatId, null, this.abort.signal)) });
+    this.watchIdle();
     if (chat.active_run) await this.follow(() => this.api.stream(this.chatId, null, this.abort.signal));
+  }
+
+  /** Until closed: while nothing is followed and the page is visible, look at the chat every few seconds. */
+  async watchIdle() {
+    while (!this.closed) {
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, this.idleCheckMs);
+        this.idleWake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.idleWake = null;
+      if (this.closed) return;
+      if (this.following !== null || globalThis.document?.hidden) continue;
+      try {
+        await this.checkIdle();
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 404) {
+          this.notice("This chat was deleted (perhaps in another tab). Pick another chat or start a new one.");
+          return;
+        }
+        // anything else is retried at the next look; following and sending report their own errors
+      }
+    }
+  }
+
+  /** One look at an idle chat: follow a run started elsewhere, fetch rows stored meanwhile. */
+  async checkIdle() {
+    const known = this.state.chat;
+    const asked = this.now();
+    const chat = await this.api.getChat(this.chatId);
+    if (this.closed || this.following !== null) return;
+    if (known !== null && chat.updated_at !== known.updated_at) {
+      this.dispatch({ type: "client_history", ...(await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal)) });
+    }
+    this.dispatch({ type: "client_chat", chat, requested_at: asked });
+    if (chat.active_run && this.following === null && activeRun(this.state) === null) {
+      this.follow(() => this.api.stream(this.chatId, null, this.abort.signal)).catch(() => {});
+    }
   }
 
   /** Fetch what was stored since the last row this page has, and the chat's current state. */
   async catchUp() {
     try {
-      const rows = await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal);
-      this.dispatch({ type: "client_history", messages: rows });
+      const history = await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal);
+      this.dispatch({ type: "client_history", ...history });
       const asked = this.now();
       const chat = await this.api.getChat(this.chatId);
       this.dispatch({ type: "client_chat", chat, requested_at: asked });
@@ -105,8 +156,12 @@ export class ChatSession {
       if (!card.decision.approved && card.decision.reason) decision.reason = card.decision.reason;
       return decision;
     });
-    this.dispatch({ type: "client_decisions_sent", approval_ids: decisions.map((d) => d.approval_id) });
-    const refused = await this.follow(() => this.api.decide(this.chatId, decisions, this.abort.signal));
+    // Marked sent when the request really goes (after any follow still finishing): a GET chat asked
+    // before that moment cannot know of the decisions and must not take them back.
+    const refused = await this.follow(() => {
+      this.dispatch({ type: "client_decisions_sent", approval_ids: decisions.map((d) => d.approval_id) });
+      return this.api.decide(this.chatId, decisions, this.abort.signal);
+    });
     if (refused !== null) {
       this.notice(describe(refused));
       for (const card of waiting) this.dispatch({ type: "client_decide", approval_id: card.approvalId, approved: null });
@@ -235,7 +290,7 @@ export class ChatSession {
       const asked = this.now();
       const chat = await this.api.getChat(this.chatId);
       this.dispatch({ type: "client_chat", chat, requested_at: asked });
-      this.dispatch({ type: "client_history", messages: await this.api.messages(this.chatId, null, this.abort.signal) });
+      this.dispatch({ type: "client_history", ...(await this.api.messages(this.chatId, null, this.abort.signal)) });
       return chat;
     } catch (error) {
       if (!this.closed) this.notice(describe(error));

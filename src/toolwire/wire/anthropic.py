@@ -66,6 +66,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
+from ._values import count, deep, need_dict, need_str, opt_str, wrong
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -116,20 +117,20 @@ def map_stop_reason(raw: str) -> FinishReason:
 
 
 def read_usage(usage: dict[str, Any]) -> Usage:
-    """Anthropic usage fields (already merged across events) as a `Usage`."""
-    base = usage.get("input_tokens")
-    cache_read = usage.get("cache_read_input_tokens")
-    cache_write = usage.get("cache_creation_input_tokens")
+    """Anthropic usage fields (already merged across events) as a `Usage`; every count is checked."""
+    base = count(usage.get("input_tokens"), "usage.input_tokens")
+    cache_read = count(usage.get("cache_read_input_tokens"), "usage.cache_read_input_tokens")
+    cache_write = count(usage.get("cache_creation_input_tokens"), "usage.cache_creation_input_tokens")
     total_input = None
     if base is not None or cache_read is not None or cache_write is not None:
         total_input = (base or 0) + (cache_read or 0) + (cache_write or 0)
-    details = usage.get("output_tokens_details") or {}
+    details = need_dict(usage.get("output_tokens_details") or {}, "usage.output_tokens_details")
     return Usage(
         input_tokens=total_input,
-        output_tokens=usage.get("output_tokens"),
+        output_tokens=count(usage.get("output_tokens"), "usage.output_tokens"),
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
-        reasoning_tokens=details.get("thinking_tokens"),
+        reasoning_tokens=count(details.get("thinking_tokens"), "usage.output_tokens_details.thinking_tokens"),
     )
 
 
@@ -164,6 +165,8 @@ _OTHER = object()
 class AnthropicParser(SSEParser):
     """Anthropic's named SSE events → accumulator calls."""
 
+    protocol = "anthropic"
+
     def __init__(self, acc: Accumulator) -> None:
         super().__init__(acc)
         self._blocks: dict[int, _ToolUse | _ServerToolUse | object] = {}
@@ -177,28 +180,31 @@ class AnthropicParser(SSEParser):
         if handler is not None:
             handler(self, payload)
 
+    def owns(self, payload: dict[str, Any]) -> bool:
+        return payload.get("type") in _HANDLERS or payload.get("type") == "ping"
+
     # -- message-level events
 
     def on_message_start(self, payload: dict[str, Any]) -> None:
-        message = payload.get("message") or {}
+        message = need_dict(payload.get("message") or {}, "message")
         if message.get("id"):
-            self.acc.metadata["response_id"] = message["id"]
+            self.acc.metadata["response_id"] = need_str(message["id"], "message.id")
         if message.get("model"):
-            self.acc.metadata["model"] = message["model"]
+            self.acc.metadata["model"] = need_str(message["model"], "message.model")
         usage = message.get("usage")
         if usage:
-            self._merge_usage(usage)
+            self._merge_usage(need_dict(usage, "message.usage"))
 
     def on_message_delta(self, payload: dict[str, Any]) -> None:
-        delta = payload.get("delta") or {}
+        delta = need_dict(payload.get("delta") or {}, "delta")
         usage = payload.get("usage")
         if usage:
-            self._merge_usage(usage)
+            self._merge_usage(need_dict(usage, "usage"))
         if delta.get("stop_sequence"):
-            self.acc.metadata["stop_sequence"] = delta["stop_sequence"]
+            self.acc.metadata["stop_sequence"] = need_str(delta["stop_sequence"], "delta.stop_sequence")
         raw = delta.get("stop_reason")
         if raw:
-            self.acc.finish(map_stop_reason(raw), raw)
+            self.acc.finish(map_stop_reason(need_str(raw, "delta.stop_reason")), raw)
 
     def on_message_stop(self, payload: dict[str, Any]) -> None:
         if self.acc.finish_reason is None and self.acc.error is None:
@@ -225,29 +231,35 @@ class AnthropicParser(SSEParser):
 
     def on_block_start(self, payload: dict[str, Any]) -> None:
         index = payload["index"]
-        block = payload["content_block"]
+        if type(index) is not int:
+            wrong("index", "a whole number", index)
+        block = need_dict(payload["content_block"], "content_block")
         kind = block.get("type")
         acc = self.acc
         if kind == "text":
             self._blocks[index] = _OTHER
             if block.get("text"):
-                acc.text(block["text"])
+                acc.text(need_str(block["text"], "content_block.text"))
         elif kind == "thinking":
             self._blocks[index] = _OTHER
-            acc.thinking(block.get("thinking") or "", new_block=True,
+            acc.thinking(need_str(block.get("thinking") or "", "content_block.thinking"), new_block=True,
                          provider_data={_PROVIDER_KEY: {"type": "thinking"}})
             if block.get("signature"):
-                acc.thinking_signature(block["signature"])
+                acc.thinking_signature(need_str(block["signature"], "content_block.signature"))
         elif kind == "redacted_thinking":
             self._blocks[index] = _OTHER
             acc.part(ThinkingPart(text="", redacted=True, provider_data={
-                _PROVIDER_KEY: {"type": "redacted_thinking", "data": block.get("data") or ""}}))
+                _PROVIDER_KEY: {"type": "redacted_thinking",
+                                "data": need_str(block.get("data") or "", "content_block.data")}}))
         elif kind == "tool_use":
-            call = acc.start_call(block.get("id"), block.get("name"))
+            call = acc.start_call(opt_str(block.get("id"), "content_block.id"),
+                                  opt_str(block.get("name"), "content_block.name"))
             initial = block.get("input")
             self._blocks[index] = _ToolUse(call, initial if isinstance(initial, dict) and initial else None)
         elif isinstance(kind, str) and kind.endswith("_tool_use"):
-            part = ProviderToolPart(id=block.get("id") or "", name=block.get("name") or kind,
+            deep(block, "content_block")
+            part = ProviderToolPart(id=opt_str(block.get("id"), "content_block.id") or "",
+                                    name=opt_str(block.get("name"), "content_block.name") or kind,
                                     provider=_PROVIDER_KEY, arguments=block.get("input") or None,
                                     status="in_progress", provider_data={_PROVIDER_KEY: {"blocks": [block]}})
             acc.part(part)
@@ -255,17 +267,24 @@ class AnthropicParser(SSEParser):
             self._server_parts[part.id] = part
         elif isinstance(kind, str) and kind.endswith("_tool_result"):
             self._blocks[index] = _OTHER
-            self._server_result(kind, block)
+            self._server_result(kind, deep(block, "content_block"))
         else:
             self._blocks[index] = _OTHER
 
     def on_block_delta(self, payload: dict[str, Any]) -> None:
         delta = payload["delta"]
+        if type(delta) is not dict:
+            wrong("delta", "an object", delta)
         kind = delta.get("type")
         if kind == "text_delta":
-            self.acc.text(delta["text"])
+            text = delta["text"]
+            if type(text) is not str:
+                wrong("delta.text", "a string", text)
+            self.acc.text(text)
         elif kind == "input_json_delta":
             fragment = delta["partial_json"]
+            if type(fragment) is not str:
+                wrong("delta.partial_json", "a string", fragment)
             if fragment:
                 state = self._blocks.get(payload["index"])
                 if type(state) is _ToolUse:
@@ -273,13 +292,16 @@ class AnthropicParser(SSEParser):
                 elif type(state) is _ServerToolUse:
                     state.fragments.append(fragment)
         elif kind == "thinking_delta":
-            self.acc.thinking(delta["thinking"])
+            self.acc.thinking(need_str(delta["thinking"], "delta.thinking"))
         elif kind == "signature_delta":
-            self.acc.thinking_signature(delta["signature"])
+            self.acc.thinking_signature(need_str(delta["signature"], "delta.signature"))
         # `citations_delta` and unknown delta types carry nothing toolwire keeps.
 
     def on_block_stop(self, payload: dict[str, Any]) -> None:
-        state = self._blocks.pop(payload["index"], None)
+        index = payload["index"]
+        if type(index) is not int:
+            wrong("index", "a whole number", index)
+        state = self._blocks.pop(index, None)
         if type(state) is _ToolUse:
             call = state.call
             # A proxy may send the whole input in the start block and no deltas.
@@ -305,7 +327,7 @@ class AnthropicParser(SSEParser):
         self._server_parts[new.id] = new
 
     def _server_result(self, kind: str, block: dict[str, Any]) -> None:
-        use_id = block.get("tool_use_id") or ""
+        use_id = opt_str(block.get("tool_use_id"), "content_block.tool_use_id") or ""
         content = block.get("content")
         failed = isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
         status = "failed" if failed else "completed"

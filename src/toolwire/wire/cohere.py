@@ -47,6 +47,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
+from ._values import count, need_dict, need_str, opt_str, wrong
 
 __all__ = ["CohereParser", "Protocol"]
 
@@ -68,22 +69,20 @@ _ERROR_FINISHES = frozenset({"ERROR", "INVALID_TOOL_GENERATION", "TIMEOUT"})
 
 def read_usage(usage: dict[str, Any]) -> Usage | None:
     """`tokens` are what the model processed, `billed_units` what was charged; prefer the former."""
-    tokens = usage.get("tokens") or {}
-    billed = usage.get("billed_units") or {}
-    input_tokens = tokens.get("input_tokens", billed.get("input_tokens"))
-    output_tokens = tokens.get("output_tokens", billed.get("output_tokens"))
-    cached = usage.get("cached_tokens")
+    tokens = need_dict(usage.get("tokens") or {}, "delta.usage.tokens")
+    billed = need_dict(usage.get("billed_units") or {}, "delta.usage.billed_units")
+    input_tokens = count(tokens.get("input_tokens", billed.get("input_tokens")), "delta.usage.tokens.input_tokens")
+    output_tokens = count(tokens.get("output_tokens", billed.get("output_tokens")), "delta.usage.tokens.output_tokens")
+    cached = count(usage.get("cached_tokens"), "delta.usage.cached_tokens")
     if input_tokens is None and output_tokens is None and cached is None:
         return None
-    return Usage(
-        input_tokens=None if input_tokens is None else int(input_tokens),
-        output_tokens=None if output_tokens is None else int(output_tokens),
-        cache_read_tokens=None if cached is None else int(cached),
-    )
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cache_read_tokens=cached)
 
 
 class CohereParser(SSEParser):
     """Cohere v2 stream events → accumulator."""
+
+    protocol = "cohere"
 
     def __init__(self, acc: Accumulator) -> None:
         super().__init__(acc)
@@ -93,46 +92,51 @@ class CohereParser(SSEParser):
         # source starts a new part, so a plan and a thinking block never merge into one.
         self._thinking_source: object = None
 
+    def owns(self, payload: dict[str, Any]) -> bool:
+        kind = payload.get("type")
+        return isinstance(kind, str) and (kind.startswith(("message-", "content-", "tool-", "citation-")))
+
     def on_payload(self, event: str | None, payload: dict[str, Any]) -> None:
         kind = payload.get("type") or event
         if kind == "content-delta":
-            self._content(payload, payload["delta"]["message"]["content"])
+            self._content(payload, need_dict(_message(payload)["content"], "delta.message.content"))
         elif kind == "tool-plan-delta":
-            plan = payload["delta"]["message"].get("tool_plan")
+            plan = _message(payload).get("tool_plan")
             if plan:
-                self._thinking("plan", plan, TOOL_PLAN_DATA)
+                self._thinking("plan", need_str(plan, "delta.message.tool_plan"), TOOL_PLAN_DATA)
         elif kind == "tool-call-delta":
-            call = self._calls[payload.get("index", 0)]
-            arguments = _tool_call(payload).get("function", {}).get("arguments")
+            call = self._calls[_index(payload)]
+            function = need_dict(_tool_call(payload).get("function") or {}, "delta.message.tool_calls.function")
+            arguments = function.get("arguments")
             if arguments:
-                self.acc.call_arguments(call, arguments)
+                self.acc.call_arguments(call, need_str(arguments, "delta.message.tool_calls.function.arguments"))
         elif kind == "content-start":
-            content = payload["delta"]["message"]["content"]
-            self._kinds[payload.get("index", 0)] = content.get("type", "text")
+            content = need_dict(_message(payload)["content"], "delta.message.content")
+            self._kinds[_index(payload)] = content.get("type", "text")
             self._content(payload, content)
         elif kind == "tool-call-start":
             self._start_call(payload)
         elif kind == "tool-call-end":
-            ended = self._calls.get(payload.get("index", 0))
+            ended = self._calls.get(_index(payload))
             if ended is not None:
                 self.acc.end_call(ended)
         elif kind == "message-start":
             if payload.get("id"):
-                self.acc.metadata["response_id"] = payload["id"]
+                self.acc.metadata["response_id"] = need_str(payload["id"], "id")
         elif kind == "message-end":
-            self._end(payload.get("delta") or {})
+            self._end(need_dict(payload.get("delta") or {}, "delta"))
         # citation-start / citation-end / content-end / debug: nothing to assemble.
 
     def _content(self, payload: dict[str, Any], content: dict[str, Any]) -> None:
-        index = payload.get("index", 0)
+        index = _index(payload)
         if "thinking" in content or self._kinds.get(index) == "thinking":
             text = content.get("thinking")
             if text:
-                self._thinking(index, text, THINKING_DATA)
+                self._thinking(index, need_str(text, "delta.message.content.thinking"), THINKING_DATA)
         else:
             text = content.get("text")
             if text:
-                self.acc.text(text)
+                self.acc.text(need_str(text, "delta.message.content.text"))
 
     def _thinking(self, source: object, text: str, data: dict[str, Any]) -> None:
         self.acc.thinking(text, new_block=source != self._thinking_source, provider_data=data)
@@ -140,22 +144,23 @@ class CohereParser(SSEParser):
 
     def _start_call(self, payload: dict[str, Any]) -> None:
         call = _tool_call(payload)
-        function = call.get("function") or {}
-        handle = self.acc.start_call(call.get("id") or None, function.get("name") or None)
-        self._calls[payload.get("index", 0)] = handle
+        function = need_dict(call.get("function") or {}, "delta.message.tool_calls.function")
+        handle = self.acc.start_call(opt_str(call.get("id"), "delta.message.tool_calls.id") or None,
+                                     opt_str(function.get("name"), "delta.message.tool_calls.function.name") or None)
+        self._calls[_index(payload)] = handle
         arguments = function.get("arguments")
         if arguments:
-            self.acc.call_arguments(handle, arguments)
+            self.acc.call_arguments(handle, need_str(arguments, "delta.message.tool_calls.function.arguments"))
 
     def _end(self, delta: dict[str, Any]) -> None:
         usage = delta.get("usage")
         if usage:
-            read = read_usage(usage)
+            read = read_usage(need_dict(usage, "delta.usage"))
             if read is not None:
                 self.acc.set_usage(read)
             if usage.get("billed_units"):
                 self.acc.metadata["billed_units"] = usage["billed_units"]
-        raw = delta.get("finish_reason") or None
+        raw = opt_str(delta.get("finish_reason"), "delta.finish_reason") or None
         error = delta.get("error")
         error_type = delta.get("error_type")
         if raw in _ERROR_FINISHES or error or error_type:
@@ -168,12 +173,23 @@ class CohereParser(SSEParser):
         self.acc.finish(_FINISH.get(raw or "", "stop"), raw)
 
 
+def _message(payload: dict[str, Any]) -> dict[str, Any]:
+    delta = need_dict(payload["delta"], "delta")
+    return need_dict(delta["message"], "delta.message")
+
+
+def _index(payload: dict[str, Any]) -> int:
+    index = payload.get("index", 0)
+    if type(index) is not int:
+        wrong("index", "a whole number", index)
+    return index
+
+
 def _tool_call(payload: dict[str, Any]) -> dict[str, Any]:
-    calls = payload["delta"]["message"]["tool_calls"]
+    calls = _message(payload)["tool_calls"]
     if isinstance(calls, list):  # the documented shape is one object; tolerate a one-item list
         calls = calls[0]
-    result: dict[str, Any] = calls
-    return result
+    return need_dict(calls, "delta.message.tool_calls")
 
 
 class Protocol(WireProtocol):

@@ -46,7 +46,7 @@ from typing import Any
 import orjson
 
 from .._accumulate import Accumulator, ToolCallBuilder
-from .._sse import SSEDecoder
+from .._sse import MAX_EVENT_BYTES, EventTooLarge, SSEDecoder
 from ..events import FinishReason, Usage
 from ..messages import (
     FilePart,
@@ -59,7 +59,8 @@ from ..messages import (
 )
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
-from ._base import StreamParser, WireProtocol
+from ._base import StreamParser, WireProtocol, sse_prefix
+from ._values import MAX_VALUE_DEPTH, InvalidField, count, need_dict, need_list, need_str, opt_str, wrong
 
 __all__ = ["GeminiParser", "Protocol", "map_finish_reason", "read_usage"]
 
@@ -92,9 +93,28 @@ _ERROR_FINISH_TYPE = {
 _TOOL_CHOICE_MODE = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 
 
+# `FinishReason` and `BlockReason` as numbers: what the API sends when a request asks for integer enums
+# (the order of the enums in Google's API definition).
+_FINISH_NUMBERS = (
+    "FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "OTHER", "BLOCKLIST",
+    "PROHIBITED_CONTENT", "SPII", "MALFORMED_FUNCTION_CALL", "IMAGE_SAFETY", "UNEXPECTED_TOOL_CALL",
+    "TOO_MANY_TOOL_CALLS", "LANGUAGE", "MISSING_THOUGHT_SIGNATURE",
+)
+_BLOCK_NUMBERS = ("BLOCK_REASON_UNSPECIFIED", "SAFETY", "OTHER", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY")
+
+
 def map_finish_reason(raw: str) -> FinishReason:
     """Gemini's `finishReason` → toolwire's; unknown reasons (`OTHER`, `LANGUAGE`...) are a stop."""
     return _FINISH.get(raw, "stop")
+
+
+def enum_name(value: Any, names: tuple[str, ...], path: str) -> str:
+    """An enum value as its name: names pass through, numbers are looked up (unknown ones named by number)."""
+    if type(value) is str:
+        return value
+    if type(value) is int:
+        return names[value] if 0 <= value < len(names) else f"{path.rsplit('.', 1)[-1]}_{value}"
+    wrong(path, "an enum name or number", value)
 
 
 def read_usage(usage: dict[str, Any]) -> Usage | None:
@@ -103,10 +123,10 @@ def read_usage(usage: dict[str, Any]) -> Usage | None:
     Output tokens include the thinking tokens (`thoughtsTokenCount`), as they are billed as output and
     as OpenAI's `completion_tokens` include reasoning; `reasoning_tokens` says how many of them there were.
     """
-    prompt = usage.get("promptTokenCount")
-    candidates = usage.get("candidatesTokenCount")
-    thoughts = usage.get("thoughtsTokenCount")
-    cached = usage.get("cachedContentTokenCount")
+    prompt = count(usage.get("promptTokenCount"), "usageMetadata.promptTokenCount")
+    candidates = count(usage.get("candidatesTokenCount"), "usageMetadata.candidatesTokenCount")
+    thoughts = count(usage.get("thoughtsTokenCount"), "usageMetadata.thoughtsTokenCount")
+    cached = count(usage.get("cachedContentTokenCount"), "usageMetadata.cachedContentTokenCount")
     if prompt is None and candidates is None and thoughts is None and cached is None:
         return None
     output = None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
@@ -123,13 +143,15 @@ class _ObjectSplitter:
     jump to the next interesting byte); an object split across chunks is kept as pieces joined once.
     """
 
-    __slots__ = ("_base", "_depth", "_escape", "_in_string", "_pieces")
+    __slots__ = ("_base", "_depth", "_escape", "_in_string", "_pieces", "_size", "max_object_bytes")
 
     _STRUCTURE = re.compile(rb'[{}\[\]"]')
     _STRING_END = re.compile(rb'["\\]')
     _SEPARATORS = b" \t\r\n,"
 
-    def __init__(self, *, array: bool) -> None:
+    def __init__(self, *, array: bool, max_object_bytes: int = MAX_EVENT_BYTES) -> None:
+        self.max_object_bytes = max_object_bytes
+        self._size = 0  # bytes in `_pieces`
         # `_base` is the depth at which whole objects sit: 1 inside the outer array, 0 otherwise.
         self._base = 0
         self._depth = 0
@@ -192,12 +214,16 @@ class _ObjectSplitter:
                         self._pieces.append(chunk[begin:j + 1])
                         out.append(b"".join(self._pieces))
                         self._pieces = []
+                        self._size = 0
                     else:
                         out.append(chunk[begin:j + 1])
                     begin = None
             i = j + 1
         if begin is not None and self._depth > self._base:
             self._pieces.append(chunk[begin:])
+            self._size += n - begin
+            if self._size > self.max_object_bytes:
+                raise EventTooLarge(self._size, self.max_object_bytes)
         return out
 
 
@@ -264,11 +290,14 @@ class _StreamedArguments:
 
     def feed(self, entry: dict[str, Any]) -> str:
         """Apply one `partialArgs` entry; return the argument text it adds."""
-        path = _parse_json_path(entry["jsonPath"])
+        where = "candidates[0].content.parts[].functionCall.partialArgs[]"
+        path = _parse_json_path(need_str(entry["jsonPath"], f"{where}.jsonPath"))
+        if len(path) >= MAX_VALUE_DEPTH:
+            raise InvalidField(f"{where}.jsonPath", f"a path of at most {MAX_VALUE_DEPTH} steps", entry["jsonPath"])
         more = bool(entry.get("willContinue"))
         out: list[str] = []
         if "stringValue" in entry:
-            piece = str(entry["stringValue"])
+            piece = need_str(entry["stringValue"], f"{where}.stringValue")
             if self._open_path == path:
                 self._open_pieces.append(piece)
                 out.append(orjson.dumps(piece).decode()[1:-1])
@@ -278,10 +307,14 @@ class _StreamedArguments:
             value: Any = piece
         elif "numberValue" in entry:
             value = entry["numberValue"]
-            if isinstance(value, float) and value.is_integer():
+            if type(value) not in (int, float):
+                wrong(f"{where}.numberValue", "a number", value)
+            if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
                 value = int(value)  # a double on the wire; integral values are meant as integers
         elif "boolValue" in entry:
-            value = bool(entry["boolValue"])
+            value = entry["boolValue"]
+            if type(value) is not bool:
+                wrong(f"{where}.boolValue", "true or false", value)
         elif "nullValue" in entry:
             value = None
         else:
@@ -366,9 +399,14 @@ def _store(container: dict[str, Any] | list[Any], step: str | int, value: Any) -
         return
     if not isinstance(step, int):
         raise ValueError(f"partialArgs names key {step!r} inside an array")
-    if step >= len(container):
-        container.extend([None] * (step + 1 - len(container)))
-    container[step] = value
+    if step > len(container):
+        # Elements arrive in order; a gap would have to be filled, and a hostile index could ask for
+        # a billion of them.
+        raise ValueError(f"partialArgs skips to element {step} of an array that has {len(container)}")
+    if step == len(container):
+        container.append(value)
+    else:
+        container[step] = value
 
 
 # -- parser -------------------------------------------------------------------------------------
@@ -376,6 +414,8 @@ def _store(container: dict[str, Any] | list[Any], step: str | int, value: Any) -
 
 class GeminiParser(StreamParser):
     """Gemini response bodies (SSE, JSON array or plain JSON) → accumulator."""
+
+    protocol = "gemini"
 
     def __init__(self, acc: Accumulator) -> None:
         super().__init__(acc)
@@ -389,11 +429,24 @@ class GeminiParser(StreamParser):
         self._usage: Usage | None = None
         self._seen_meta = False
 
+    def on_limit(self, value: int) -> None:
+        self._sse.max_event_bytes = value
+        if self._splitter is not None:
+            self._splitter.max_object_bytes = value
+
+    def stream_prefix(self, head: bytes) -> bool:
+        return head[:1] in (b"[", b"{") or sse_prefix(head)
+
+    def owns(self, payload: dict[str, Any]) -> bool:
+        return any(key in payload for key in ("candidates", "usageMetadata", "promptFeedback", "error"))
+
     # -- framing --
 
     def feed(self, chunk: bytes) -> None:
         if self.stopped or not chunk:
             return
+        if not self.frames:
+            self.seen(chunk)
         start = 0
         if self._framing is None:
             stripped = chunk.lstrip(b" \t\r\n\xef\xbb\xbf")
@@ -403,25 +456,31 @@ class GeminiParser(StreamParser):
             first = stripped[:1]
             if first == b"[":
                 self._framing = "json"
-                self._splitter = _ObjectSplitter(array=True)
+                self._splitter = _ObjectSplitter(array=True, max_object_bytes=self.max_event_bytes)
                 start += 1
             elif first == b"{":
                 self._framing = "json"
-                self._splitter = _ObjectSplitter(array=False)
+                self._splitter = _ObjectSplitter(array=False, max_object_bytes=self.max_event_bytes)
             else:
                 self._framing = "sse"
-        if self._splitter is not None:
-            try:
-                objects = self._splitter.feed(chunk, start)
-            except ValueError as exc:
-                self.malformed(chunk[start:], exc)
-                return
-            for data in objects:
-                self.handle(data)
-                if self.stopped:
+        try:
+            if self._splitter is not None:
+                try:
+                    objects = self._splitter.feed(chunk, start)
+                except EventTooLarge:
+                    raise
+                except ValueError as exc:
+                    self.malformed(chunk[start:], exc)
                     return
+            else:
+                objects = [data for _event, data in self._sse.feed(chunk[start:] if start else chunk)]
+        except EventTooLarge as exc:
+            self.too_large(exc)
             return
-        for _event, data in self._sse.feed(chunk[start:] if start else chunk):
+        if objects:
+            self.framed(objects[0])
+            self.frames += len(objects)
+        for data in objects:
             self.handle(data)
             if self.stopped:
                 return
@@ -435,7 +494,10 @@ class GeminiParser(StreamParser):
             try:
                 orjson.loads(data)
             except orjson.JSONDecodeError:
-                return
+                if b"\\ud" not in data.lower():
+                    return
+            self.framed(data)
+            self.frames += 1
             self.handle(data)
             if self.stopped:
                 return
@@ -455,43 +517,52 @@ class GeminiParser(StreamParser):
         if not self._seen_meta:
             self._seen_meta = True
             if payload.get("responseId"):
-                acc.metadata["response_id"] = payload["responseId"]
+                acc.metadata["response_id"] = need_str(payload["responseId"], "responseId")
             if payload.get("modelVersion"):
-                acc.metadata["model"] = payload["modelVersion"]
-        for candidate in payload.get("candidates") or ():
+                acc.metadata["model"] = need_str(payload["modelVersion"], "modelVersion")
+        for candidate in need_list(payload.get("candidates") or [], "candidates"):
+            if type(candidate) is not dict:
+                wrong("candidates[]", "an object", candidate)
             if candidate.get("index", 0) != 0:
                 continue  # toolwire assembles one message: the first candidate
-            content = candidate.get("content") or {}
-            for part in content.get("parts") or ():
+            content = need_dict(candidate.get("content") or {}, "candidates[0].content")
+            for part in need_list(content.get("parts") or [], "candidates[0].content.parts"):
+                if type(part) is not dict:
+                    wrong("candidates[0].content.parts[]", "an object", part)
                 self.on_part(part)
             finish = candidate.get("finishReason")
             if finish:
-                self.on_finish(finish, candidate.get("finishMessage"))
+                message = opt_str(candidate.get("finishMessage"), "candidates[0].finishMessage")
+                self.on_finish(enum_name(finish, _FINISH_NUMBERS, "candidates[0].finishReason"), message)
         feedback = payload.get("promptFeedback")
-        if feedback and feedback.get("blockReason"):
-            acc.metadata["block_reason"] = feedback["blockReason"]
-            acc.finish("content_filter", feedback["blockReason"])
+        if feedback and need_dict(feedback, "promptFeedback").get("blockReason"):
+            reason = enum_name(feedback["blockReason"], _BLOCK_NUMBERS, "promptFeedback.blockReason")
+            acc.metadata["block_reason"] = reason
+            acc.finish("content_filter", reason)
         usage_data = payload.get("usageMetadata")
         if usage_data:
-            usage = read_usage(usage_data)
+            usage = read_usage(need_dict(usage_data, "usageMetadata"))
             if usage is not None and usage != self._usage:
                 self._usage = usage
                 acc.set_usage(usage)
 
     def on_part(self, part: dict[str, Any]) -> None:
         acc = self.acc
-        signature = part.get("thoughtSignature")
+        signature = opt_str(part.get("thoughtSignature"), "candidates[0].content.parts[].thoughtSignature")
         call = part.get("functionCall")
         if call is not None:
-            self.on_function_call(call, signature)
+            self.on_function_call(need_dict(call, "candidates[0].content.parts[].functionCall"), signature)
             self._last_kind = "call"
             return
         inline = part.get("inlineData")
         if inline is not None:  # generated media (image models)
-            acc.part(FilePart(media_type=inline.get("mimeType", "application/octet-stream"), data=inline.get("data")))
+            path = "candidates[0].content.parts[].inlineData"
+            inline = need_dict(inline, path)
+            media_type = need_str(inline.get("mimeType", "application/octet-stream"), f"{path}.mimeType")
+            acc.part(FilePart(media_type=media_type, data=opt_str(inline.get("data"), f"{path}.data")))
             self._last_kind = "file"
             return
-        text = part.get("text")
+        text = opt_str(part.get("text"), "candidates[0].content.parts[].text")
         if part.get("thought"):
             new_block = self._last_kind != "thought" or self._thought_signed
             acc.thinking(text or "", new_block=new_block, provider_data={KEY: {"part": "thought"}})
@@ -514,7 +585,8 @@ class GeminiParser(StreamParser):
 
     def on_function_call(self, call: dict[str, Any], signature: str | None) -> None:
         acc = self.acc
-        name = call.get("name")
+        path = "candidates[0].content.parts[].functionCall"
+        name = opt_str(call.get("name"), f"{path}.name")
         if name:
             if self._streamed is not None:
                 # A new call began before the open one's terminator: the open one is over.
@@ -522,7 +594,7 @@ class GeminiParser(StreamParser):
             data: dict[str, Any] = {}
             if signature:
                 data["thoughtSignature"] = signature
-            call_id = call.get("id") or None
+            call_id = opt_str(call.get("id"), f"{path}.id") or None
             if call_id:
                 data["id"] = call_id
             provider_data = {KEY: data} if data else None
@@ -552,8 +624,9 @@ class GeminiParser(StreamParser):
         builder, arguments = self._streamed, self._streamed_args
         assert builder is not None
         assert arguments is not None
-        for entry in call.get("partialArgs") or ():
-            self.acc.call_arguments(builder, arguments.feed(entry))
+        path = "candidates[0].content.parts[].functionCall.partialArgs"
+        for entry in need_list(call.get("partialArgs") or [], path):
+            self.acc.call_arguments(builder, arguments.feed(need_dict(entry, f"{path}[]")))
 
     def close_streamed(self, *, complete: bool = True) -> None:
         """The open streamed call is over: complete unless a string value was still streaming."""

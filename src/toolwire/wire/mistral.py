@@ -46,6 +46,7 @@ from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from . import openai_chat
 from ._base import StreamParser
+from ._values import need_dict, need_list, need_str
 from .openai_chat import OpenAIChatParser, map_finish_reason
 
 __all__ = ["MistralParser", "Protocol", "map_call_ids", "mistral_call_id"]
@@ -100,20 +101,22 @@ def map_call_ids(ids: Sequence[str]) -> dict[str, str]:
 class MistralParser(OpenAIChatParser):
     """OpenAI chunks, plus content given as a list of typed chunks and an `error` finish."""
 
+    protocol = "mistral"
+
     def on_content(self, content: Any) -> None:
-        if isinstance(content, str):
+        if type(content) is str:
             self.acc.text(content)
             return
-        if not isinstance(content, list):
-            return
-        for chunk in content:
-            kind = chunk.get("type")
+        for chunk in need_list(content, "choices[0].delta.content"):
+            kind = need_dict(chunk, "choices[0].delta.content[]").get("type")
             if kind == "text":
-                self.acc.text(chunk.get("text") or "")
+                self.acc.text(need_str(chunk.get("text") or "", "choices[0].delta.content[].text"))
             elif kind == "thinking":
-                for inner in chunk.get("thinking") or ():
+                for inner in need_list(chunk.get("thinking") or [], "choices[0].delta.content[].thinking"):
+                    inner = need_dict(inner, "choices[0].delta.content[].thinking[]")
                     if inner.get("type", "text") == "text" and inner.get("text"):
-                        self.acc.thinking(inner["text"], provider_data=THINKING_DATA)
+                        text = need_str(inner["text"], "choices[0].delta.content[].thinking[].text")
+                        self.acc.thinking(text, provider_data=THINKING_DATA)
             # Other chunk types (references, images) carry nothing toolwire shows.
 
     def on_finish(self, raw: str) -> None:

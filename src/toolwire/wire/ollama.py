@@ -41,6 +41,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import JSONLinesParser, StreamParser, WireProtocol
+from ._values import count, need_dict, need_list, need_str, opt_str
 
 __all__ = ["OllamaParser", "Protocol", "map_finish_reason"]
 
@@ -54,6 +55,8 @@ def map_finish_reason(raw: str | None) -> FinishReason:
 
 class OllamaParser(JSONLinesParser):
     """NDJSON lines → accumulator."""
+
+    protocol = "ollama"
 
     def __init__(self, acc: Accumulator) -> None:
         super().__init__(acc)
@@ -69,29 +72,34 @@ class OllamaParser(JSONLinesParser):
             return
         if not self._seen_meta and payload.get("model"):
             self._seen_meta = True
-            acc.metadata["model"] = payload["model"]
+            acc.metadata["model"] = need_str(payload["model"], "model")
         message = payload.get("message")
         if message:
+            message = need_dict(message, "message")
             thinking = message.get("thinking")
             if thinking:
-                acc.thinking(thinking)
+                acc.thinking(need_str(thinking, "message.thinking"))
             content = message.get("content")
             if content:
-                acc.text(content)
-            for call in message.get("tool_calls") or ():
-                self.on_tool_call(call)
+                acc.text(need_str(content, "message.content"))
+            for call in need_list(message.get("tool_calls") or [], "message.tool_calls"):
+                self.on_tool_call(need_dict(call, "message.tool_calls[]"))
         if payload.get("done"):
-            acc.set_usage(Usage(input_tokens=payload.get("prompt_eval_count"),
-                                output_tokens=payload.get("eval_count")))
-            raw = payload.get("done_reason")
+            acc.set_usage(Usage(input_tokens=count(payload.get("prompt_eval_count"), "prompt_eval_count"),
+                                output_tokens=count(payload.get("eval_count"), "eval_count")))
+            raw = opt_str(payload.get("done_reason"), "done_reason")
             acc.finish(map_finish_reason(raw), raw)
 
+    def owns(self, payload: dict[str, Any]) -> bool:
+        return any(key in payload for key in ("message", "done", "error", "model"))
+
     def on_tool_call(self, call: dict[str, Any]) -> None:
-        function = call.get("function") or {}
-        call_id = call.get("id") or None
+        function = need_dict(call.get("function") or {}, "message.tool_calls[].function")
+        call_id = opt_str(call.get("id"), "message.tool_calls[].id") or None
         if call_id in self._ids:
             call_id = None  # a repeated id would make two calls indistinguishable
-        part = self.acc.whole_call(call_id, function.get("name") or "", function.get("arguments"))
+        name = opt_str(function.get("name"), "message.tool_calls[].function.name") or ""
+        part = self.acc.whole_call(call_id, name, function.get("arguments"))
         self._ids.add(part.id)
 
 

@@ -10,6 +10,15 @@ What real streams do, and how this module answers (each case has a recorded fixt
 - `reasoning` / `reasoning_content` (Groq, Ollama, OpenRouter, DeepSeek, Z.ai) become thinking;
   OpenRouter's `reasoning_details` repeats the same text and is not read twice;
 - `: comment` lines and a missing `data: [DONE]`: fine; the finish reason is the completion signal;
+- `data: [DONE]` without any finish reason (Snowflake Cortex, some OpenRouter upstreams): `[DONE]` is a
+  completion signal too, so the calls streamed before it are complete;
+- several choices (`n` > 1): choice 0 is assembled, the others are ignored by their `index` (never
+  mixed into it) and `metadata["other_choices_ignored"]` says so. toolwire assembles one message per
+  response; ask for several answers with several requests;
+- `delta.refusal` (a safety refusal, e.g. with structured output): the refusal is the answer's text, and
+  `metadata["refusal"] = True` marks the message, as the Responses adapter does;
+- values of the wrong type (text that is a number, an id that is a list, a count that is a string):
+  an `invalid_field` error naming the field, checked here where each field is read;
 - an error inside the stream, either as `event: error` with `{"error": {...}}` (Groq) or as an `error`
   field on a chunk (OpenRouter): an error finish, open calls invalid;
 - `finish_reason: "stop"` on a response that called tools (Gemini's and Ollama's compatible endpoints):
@@ -46,6 +55,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
+from ._values import count, deep, need_dict, need_str, wrong
 
 __all__ = ["MAX_CALL_ID_LENGTH", "OpenAIChatParser", "Protocol", "map_finish_reason", "result_content",
            "shorten_call_id"]
@@ -67,7 +77,11 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
+_EMPTY: dict[str, Any] = {}
+
+
 def map_finish_reason(raw: str) -> FinishReason:
+    """The provider's `finish_reason` → toolwire's; unknown reasons are a stop."""
     return _FINISH.get(raw, "stop")
 
 
@@ -91,18 +105,23 @@ def result_content(part: ToolResultPart) -> str:
 
 
 def read_usage(usage: dict[str, Any]) -> Usage:
-    prompt_details = usage.get("prompt_tokens_details") or {}
-    completion_details = usage.get("completion_tokens_details") or {}
+    """A chunk's `usage` object; every count is checked (`invalid_field` for one that is not a count)."""
+    prompt_details = need_dict(usage.get("prompt_tokens_details") or {}, "usage.prompt_tokens_details")
+    completion_details = need_dict(usage.get("completion_tokens_details") or {},
+                                   "usage.completion_tokens_details")
     return Usage(
-        input_tokens=usage.get("prompt_tokens"),
-        output_tokens=usage.get("completion_tokens"),
-        cache_read_tokens=prompt_details.get("cached_tokens"),
-        reasoning_tokens=completion_details.get("reasoning_tokens"),
+        input_tokens=count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
+        output_tokens=count(usage.get("completion_tokens"), "usage.completion_tokens"),
+        cache_read_tokens=count(prompt_details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens"),
+        reasoning_tokens=count(completion_details.get("reasoning_tokens"),
+                               "usage.completion_tokens_details.reasoning_tokens"),
     )
 
 
 class OpenAIChatParser(SSEParser):
     """Chunks → accumulator. Subclasses (Mistral) override `on_content` for structured content."""
+
+    protocol = "openai-chat"
 
     def __init__(self, acc: Accumulator) -> None:
         super().__init__(acc)
@@ -110,49 +129,93 @@ class OpenAIChatParser(SSEParser):
         self._by_id: dict[str, ToolCallBuilder] = {}
         self._seen_meta = False
 
+    def owns(self, payload: dict[str, Any]) -> bool:
+        return "choices" in payload or "error" in payload or str(payload.get("object", "")).startswith("chat.")
+
     def on_payload(self, event: str | None, payload: dict[str, Any]) -> None:
         acc = self.acc
         if not self._seen_meta:
             self._seen_meta = True
             if payload.get("id"):
-                acc.metadata["response_id"] = payload["id"]
+                acc.metadata["response_id"] = need_str(payload["id"], "id")
             if payload.get("model"):
-                acc.metadata["model"] = payload["model"]
+                acc.metadata["model"] = need_str(payload["model"], "model")
         usage = payload.get("usage")
         if usage:
-            acc.set_usage(read_usage(usage))
+            acc.set_usage(read_usage(need_dict(usage, "usage")))
         choices = payload.get("choices")
         if choices:
-            choice = choices[0]
-            delta = choice.get("delta")
-            if delta:
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning:
-                    acc.thinking(reasoning)
-                content = delta.get("content")
-                if content:
-                    self.on_content(content)
-                tool_calls = delta.get("tool_calls")
-                if tool_calls:
-                    self.on_tool_calls(tool_calls)
-            finish = choice.get("finish_reason")
-            if finish:
-                self.on_finish(finish)
+            if type(choices) is not list:
+                wrong("choices", "a list", choices)
+            for choice in choices:
+                if type(choice) is not dict:
+                    wrong("choices[]", "an object", choice)
+                index = choice.get("index")
+                if index:  # n > 1: only choice 0 is assembled (see the module docstring)
+                    if type(index) is not int:
+                        wrong("choices[].index", "a whole number", index)
+                    acc.metadata["other_choices_ignored"] = True
+                    continue
+                delta = choice.get("delta")
+                if delta:
+                    if type(delta) is not dict:
+                        wrong("choices[0].delta", "an object", delta)
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning:
+                        acc.thinking(need_str(reasoning, "choices[0].delta.reasoning"))
+                    content = delta.get("content")
+                    if content:
+                        if type(content) is str:
+                            acc.text(content)
+                        else:
+                            self.on_content(content)
+                    refusal = delta.get("refusal")
+                    if refusal:
+                        acc.metadata["refusal"] = True
+                        acc.text(need_str(refusal, "choices[0].delta.refusal"))
+                    tool_calls = delta.get("tool_calls")
+                    if tool_calls:
+                        if type(tool_calls) is not list:
+                            wrong("choices[0].delta.tool_calls", "a list", tool_calls)
+                        self.on_tool_calls(tool_calls)
+                finish = choice.get("finish_reason")
+                if finish:
+                    self.on_finish(need_str(finish, "choices[0].finish_reason"))
         error = payload.get("error")
         if error or event == "error":
             self.on_error(error if error is not None else payload)
 
     def on_content(self, content: Any) -> None:
-        if isinstance(content, str):
+        if type(content) is str:
             self.acc.text(content)
+        elif type(content) is list:
+            # A few compatible hosts send content as typed parts; their text is the text.
+            for item in content:
+                if type(item) is dict and item.get("type") == "text":
+                    self.acc.text(need_str(item.get("text") or "", "choices[0].delta.content[].text"))
+        else:
+            wrong("choices[0].delta.content", "a string", content)
 
-    def on_tool_calls(self, entries: list[dict[str, Any]]) -> None:
+    def on_tool_calls(self, entries: list[Any]) -> None:
         acc = self.acc
         for entry in entries:
+            if type(entry) is not dict:
+                wrong("choices[0].delta.tool_calls[]", "an object", entry)
+            # The checks are written out: this runs once per argument fragment.
             index = entry.get("index")
-            call_id = entry.get("id") or None
-            function = entry.get("function") or {}
-            name = function.get("name") or None
+            if index is not None and type(index) is not int:
+                wrong("choices[0].delta.tool_calls[].index", "a whole number", index)
+            call_id = entry.get("id")
+            if call_id is not None and type(call_id) is not str:
+                wrong("choices[0].delta.tool_calls[].id", "a string", call_id)
+            call_id = call_id or None
+            function = entry.get("function") or _EMPTY
+            if type(function) is not dict:
+                wrong("choices[0].delta.tool_calls[].function", "an object", function)
+            name = function.get("name")
+            if name is not None and type(name) is not str:
+                wrong("choices[0].delta.tool_calls[].function.name", "a string", name)
+            name = name or None
             if index is not None:
                 call = self._by_index.get(index)
             else:
@@ -171,10 +234,13 @@ class OpenAIChatParser(SSEParser):
                 call.name = name
             arguments = function.get("arguments")
             if arguments:
-                if isinstance(arguments, str):
+                if type(arguments) is str:
                     acc.call_arguments(call, arguments)
-                else:  # a few hosts send an object instead of a string
-                    acc.call_arguments(call, orjson.dumps(arguments).decode())
+                elif type(arguments) is dict:  # a few hosts send an object instead of a string
+                    path = "choices[0].delta.tool_calls[].function.arguments"
+                    acc.call_arguments(call, orjson.dumps(deep(arguments, path)).decode())
+                else:
+                    wrong("choices[0].delta.tool_calls[].function.arguments", "a string", arguments)
 
     def on_finish(self, raw: str) -> None:
         reason = map_finish_reason(raw)
@@ -184,6 +250,15 @@ class OpenAIChatParser(SSEParser):
                 if not call.ended:
                     self.acc.end_call(call)
         self.acc.finish(reason, raw)
+
+    def on_done(self) -> None:
+        # `[DONE]` ends the response: where no finish reason came, it is the completion signal.
+        acc = self.acc
+        if acc.finish_reason is None and acc.error is None:
+            for call in acc.calls:
+                if not call.ended:
+                    acc.end_call(call)
+            acc.finish("stop", None)
 
     def on_error(self, error: Any) -> None:
         if isinstance(error, dict):

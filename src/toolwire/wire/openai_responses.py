@@ -22,7 +22,14 @@ What real streams do, and how this module answers (the tests replay a recording 
   `ProviderToolPart`s updated in place as their progress events arrive; they are never run locally;
 - `response.incomplete` says why (`max_output_tokens` → `length`, `content_filter`); an `error` event
   and `response.failed` are an error finish that keeps everything complete before them;
-- hosts that skip deltas and send only `.done` events or whole items are read from those.
+- hosts that skip deltas and send only `.done` events or whole items are read from those;
+- hosts that give an item a new `item_id` on every event (GitHub Copilot's endpoint): items are keyed
+  by `output_index` first and by `item_id` only where no index is given, so a `.done` event never
+  repeats text or starts an empty thinking part;
+- refusals (`response.refusal.delta`, a `refusal` content part) are the answer's text, and
+  `metadata["refusal"] = True` marks the message, as the Chat Completions adapter does;
+- a field of the wrong type is an `invalid_field` error naming it; provider items kept whole (reasoning,
+  provider tools) must nest at most `MAX_VALUE_DEPTH` levels.
 
 Request mapping keeps each part's protocol data only where it is valid: reasoning items, item ids and
 provider tool items go back to the host that produced them and are dropped for any other. An assistant
@@ -52,6 +59,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
+from ._values import count, deep, need_dict, need_str, opt_str, wrong
 from .openai_chat import result_content, shorten_call_id
 
 __all__ = ["KEY", "MAX_CALL_ID_LENGTH", "OpenAIResponsesParser", "Protocol", "read_usage"]
@@ -74,14 +82,17 @@ _OWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 
 def read_usage(usage: dict[str, Any]) -> Usage:
     """A Responses `usage` object (on the terminal event) as toolwire's `Usage`."""
-    input_details = usage.get("input_tokens_details") or {}
-    output_details = usage.get("output_tokens_details") or {}
+    input_details = need_dict(usage.get("input_tokens_details") or {}, "response.usage.input_tokens_details")
+    output_details = need_dict(usage.get("output_tokens_details") or {}, "response.usage.output_tokens_details")
     return Usage(
-        input_tokens=usage.get("input_tokens"),
-        output_tokens=usage.get("output_tokens"),
-        cache_read_tokens=input_details.get("cached_tokens"),
-        cache_write_tokens=input_details.get("cache_write_tokens"),
-        reasoning_tokens=output_details.get("reasoning_tokens"),
+        input_tokens=count(usage.get("input_tokens"), "response.usage.input_tokens"),
+        output_tokens=count(usage.get("output_tokens"), "response.usage.output_tokens"),
+        cache_read_tokens=count(input_details.get("cached_tokens"),
+                                "response.usage.input_tokens_details.cached_tokens"),
+        cache_write_tokens=count(input_details.get("cache_write_tokens"),
+                                 "response.usage.input_tokens_details.cache_write_tokens"),
+        reasoning_tokens=count(output_details.get("reasoning_tokens"),
+                               "response.usage.output_tokens_details.reasoning_tokens"),
     )
 
 
@@ -130,14 +141,16 @@ class _Reasoning:
 class OpenAIResponsesParser(SSEParser):
     """Responses events → accumulator."""
 
+    protocol = "openai-responses"
+
     def __init__(self, acc: Accumulator) -> None:
         super().__init__(acc)
         self._calls: dict[str, ToolCallBuilder] = {}
         self._calls_at: dict[int, ToolCallBuilder] = {}
-        self._reasoning: dict[str, _Reasoning] = {}
-        self._tools: dict[str, ProviderToolPart] = {}
-        self._text_items: set[str] = set()
-        """Message items whose text has arrived (as deltas or whole)."""
+        self._reasoning: dict[int | str, _Reasoning] = {}
+        self._tools: dict[int | str, ProviderToolPart] = {}
+        self._text_items: set[int | str] = set()
+        """Message items whose text has arrived (as deltas or whole), by output index and by item id."""
         self._text_open = False
         """Whether the accumulator's current part is a text run (the next message's text would join it)."""
         self._message_ids: list[str | None] = []
@@ -148,7 +161,7 @@ class OpenAIResponsesParser(SSEParser):
             "response.function_call_arguments.delta": self._on_arguments_delta,
             "response.reasoning_summary_text.delta": self._on_reasoning_delta,
             "response.reasoning_text.delta": self._on_reasoning_delta,
-            "response.refusal.delta": self._on_text_delta,
+            "response.refusal.delta": self._on_refusal_delta,
             "response.output_text.done": self._on_text_done,
             "response.refusal.done": self._on_refusal_done,
             "response.function_call_arguments.done": self._on_arguments_done,
@@ -166,6 +179,10 @@ class OpenAIResponsesParser(SSEParser):
             "error": self._on_error,
         }
 
+    def owns(self, payload: dict[str, Any]) -> bool:
+        kind = payload.get("type")
+        return isinstance(kind, str) and (kind in self._handlers or kind.startswith("response."))
+
     def on_payload(self, event: str | None, payload: dict[str, Any]) -> None:
         kind = payload.get("type") or event
         if not kind:
@@ -173,7 +190,7 @@ class OpenAIResponsesParser(SSEParser):
         handler = self._handlers.get(kind)
         if handler is not None:
             handler(payload)
-        elif kind.startswith("response.") and payload.get("item_id") in self._tools:
+        elif type(kind) is str and kind.startswith("response.") and self._tool_for(payload) is not None:
             self._on_tool_progress(kind, payload)
 
     # -- response-level events ---------------------------------------------------------------
@@ -183,10 +200,9 @@ class OpenAIResponsesParser(SSEParser):
         if not isinstance(response, dict):
             return
         if response.get("id") and "response_id" not in self._record:
-            self.acc.metadata["response_id"] = response["id"]
-            self._record["response_id"] = response["id"]
+            self.acc.metadata["response_id"] = self._record["response_id"] = need_str(response["id"], "response.id")
         if response.get("model") and "model" not in self.acc.metadata:
-            self.acc.metadata["model"] = response["model"]
+            self.acc.metadata["model"] = need_str(response["model"], "response.model")
 
     def _end_response(self, payload: dict[str, Any]) -> dict[str, Any]:
         self._on_response_meta(payload)
@@ -195,17 +211,17 @@ class OpenAIResponsesParser(SSEParser):
             return {}
         usage = response.get("usage")
         if usage:
-            self.acc.set_usage(read_usage(usage))
+            self.acc.set_usage(read_usage(need_dict(usage, "response.usage")))
         return response
 
     def _on_completed(self, payload: dict[str, Any]) -> None:
         response = self._end_response(payload)
-        self.acc.finish("stop", response.get("status") or "completed")
+        self.acc.finish("stop", opt_str(response.get("status"), "response.status") or "completed")
 
     def _on_incomplete(self, payload: dict[str, Any]) -> None:
         response = self._end_response(payload)
-        details = response.get("incomplete_details") or {}
-        raw = details.get("reason") or "incomplete"
+        details = need_dict(response.get("incomplete_details") or {}, "response.incomplete_details")
+        raw = opt_str(details.get("reason"), "response.incomplete_details.reason") or "incomplete"
         # An incomplete response was cut short; an unknown reason is still a cut, never a clean stop.
         self.acc.finish(_INCOMPLETE.get(raw, "length"), raw)
 
@@ -217,7 +233,9 @@ class OpenAIResponsesParser(SSEParser):
         error = payload.get("error")
         self._fail(error if isinstance(error, dict) else payload)
 
-    def _fail(self, error: dict[str, Any]) -> None:
+    def _fail(self, error: Any) -> None:
+        if not isinstance(error, dict):
+            error = {"message": str(error)}
         message = error.get("message") or orjson.dumps(error).decode()
         kind = error.get("code") or error.get("type")
         if not kind or kind == "error":
@@ -227,35 +245,39 @@ class OpenAIResponsesParser(SSEParser):
     # -- output items ------------------------------------------------------------------------
 
     def _on_item_added(self, payload: dict[str, Any]) -> None:
-        item = payload["item"]
+        item = need_dict(payload["item"], "item")
         kind = item.get("type")
+        index = _index(payload)
         if kind == "function_call":
-            self._start_call(item, payload.get("output_index"))
+            self._start_call(item, index)
         elif kind == "reasoning":
-            self._start_reasoning(item)
+            self._start_reasoning(item, index)
         elif kind not in _OWN_ITEMS and kind is not None:
-            self._start_tool(item)
+            self._start_tool(item, index)
 
     def _on_item_done(self, payload: dict[str, Any]) -> None:
-        item = payload["item"]
+        item = need_dict(payload["item"], "item")
         kind = item.get("type")
+        index = _index(payload)
         if kind == "function_call":
-            self._end_call(item, payload.get("output_index"))
+            self._end_call(item, index)
         elif kind == "reasoning":
-            self._end_reasoning(item)
+            self._end_reasoning(item, index)
         elif kind == "message":
-            self._end_message(item)
+            self._end_message(item, index)
         elif kind not in _OWN_ITEMS and kind is not None:
-            self._end_tool(item)
+            self._end_tool(item, index)
 
     # -- text --------------------------------------------------------------------------------
 
-    def _text(self, item_id: str | None, text: str) -> None:
+    def _text(self, item_id: str | None, index: int | None, text: str) -> None:
         if not text:
             return
-        key = item_id or ""
+        key = index if index is not None else item_id or ""
         if key not in self._text_items:
             self._text_items.add(key)
+            if item_id:
+                self._text_items.add(item_id)
             if not self._text_open:
                 # The n-th text part came from the n-th recorded message item: the id lets the next
                 # request name the item (text of a message that directly follows another joins its part).
@@ -264,31 +286,56 @@ class OpenAIResponsesParser(SSEParser):
         self._text_open = True
         self.acc.text(text)
 
+    def _has_text(self, item_id: str | None, index: int | None) -> bool:
+        """Whether text of this item arrived already (by its index, or by its id where it has none)."""
+        return (index is not None and index in self._text_items) or (item_id or "") in self._text_items
+
     def _on_text_delta(self, payload: dict[str, Any]) -> None:
-        self._text(payload.get("item_id"), payload["delta"])
+        # Once per text delta: the checks are written out rather than called.
+        delta = payload["delta"]
+        item_id = payload.get("item_id")
+        index = payload.get("output_index")
+        if type(delta) is not str or (item_id is not None and type(item_id) is not str) or (
+                index is not None and type(index) is not int):
+            need_str(delta, "delta")  # one of these three raises, naming its field
+            _item_id(payload)
+            _index(payload)
+        self._text(item_id, index, delta)
+
+    def _on_refusal_delta(self, payload: dict[str, Any]) -> None:
+        self.acc.metadata["refusal"] = True
+        self._on_text_delta(payload)
 
     def _on_text_done(self, payload: dict[str, Any]) -> None:
         # Hosts that stream no deltas still send the whole text here.
-        if (payload.get("item_id") or "") not in self._text_items:
-            self._text(payload.get("item_id"), payload.get("text") or "")
+        item_id, index = _item_id(payload), _index(payload)
+        if not self._has_text(item_id, index):
+            self._text(item_id, index, need_str(payload.get("text") or "", "text"))
 
     def _on_refusal_done(self, payload: dict[str, Any]) -> None:
-        if (payload.get("item_id") or "") not in self._text_items:
-            self._text(payload.get("item_id"), payload.get("refusal") or "")
+        self.acc.metadata["refusal"] = True
+        item_id, index = _item_id(payload), _index(payload)
+        if not self._has_text(item_id, index):
+            self._text(item_id, index, need_str(payload.get("refusal") or "", "refusal"))
 
-    def _end_message(self, item: dict[str, Any]) -> None:
-        item_id = item.get("id")
-        if (item_id or "") in self._text_items:
+    def _end_message(self, item: dict[str, Any], index: int | None) -> None:
+        item_id = opt_str(item.get("id"), "item.id")
+        contents = item.get("content") or ()
+        if self._has_text(item_id, index):
             return
-        for content in item.get("content") or ():
-            self._text(item_id, content.get("text") or content.get("refusal") or "")
+        for content in contents:
+            content = need_dict(content, "item.content[]")
+            if content.get("refusal") or content.get("type") == "refusal":
+                self.acc.metadata["refusal"] = True
+            text = content.get("text") or content.get("refusal") or ""
+            self._text(item_id, index, need_str(text, "item.content[].text"))
 
     # -- function calls ----------------------------------------------------------------------
 
     def _start_call(self, item: dict[str, Any], output_index: int | None) -> ToolCallBuilder:
         self._text_open = False
-        item_id = item.get("id")
-        call = self.acc.start_call(item.get("call_id"), item.get("name"),
+        item_id = opt_str(item.get("id"), "item.id")
+        call = self.acc.start_call(opt_str(item.get("call_id"), "item.call_id"), opt_str(item.get("name"), "item.name"),
                                    provider_data={KEY: {"item_id": item_id}} if item_id else None)
         if item_id:
             self._calls[item_id] = call
@@ -296,35 +343,39 @@ class OpenAIResponsesParser(SSEParser):
             self._calls_at[output_index] = call
         arguments = item.get("arguments")
         if arguments:
-            self.acc.call_arguments(call, arguments)
+            self.acc.call_arguments(call, need_str(arguments, "item.arguments"))
         return call
 
-    def _find_call(self, payload: dict[str, Any]) -> ToolCallBuilder | None:
-        call = self._calls.get(payload.get("item_id") or "")
-        if call is None:
-            index = payload.get("output_index")
-            if index is not None:
-                call = self._calls_at.get(index)
+    def _find_call(self, item_id: str | None, output_index: int | None) -> ToolCallBuilder | None:
+        call = self._calls.get(item_id or "")
+        if call is None and output_index is not None:
+            call = self._calls_at.get(output_index)
         return call
 
     def _on_arguments_delta(self, payload: dict[str, Any]) -> None:
-        call = self._calls.get(payload.get("item_id") or "") or self._find_call(payload)
+        delta = payload["delta"]
+        if type(delta) is not str:
+            wrong("delta", "a string", delta)
+        item_id = payload.get("item_id")
+        call = self._calls.get(item_id) if type(item_id) is str else None
+        if call is None:
+            call = self._find_call(_item_id(payload), _index(payload))
         if call is not None:
-            self.acc.call_arguments(call, payload["delta"])
+            self.acc.call_arguments(call, delta)
 
     def _on_arguments_done(self, payload: dict[str, Any]) -> None:
-        call = self._find_call(payload)
+        call = self._find_call(_item_id(payload), _index(payload))
         if call is not None and not call.fragments and payload.get("arguments"):
-            self.acc.call_arguments(call, payload["arguments"])
+            self.acc.call_arguments(call, need_str(payload["arguments"], "arguments"))
 
     def _end_call(self, item: dict[str, Any], output_index: int | None) -> None:
-        call = self._find_call({"item_id": item.get("id"), "output_index": output_index})
+        call = self._find_call(opt_str(item.get("id"), "item.id"), output_index)
         if call is None:
             call = self._start_call(item, output_index)
         elif call.ended:
             return  # a repeated done event
         elif not call.fragments and item.get("arguments"):
-            self.acc.call_arguments(call, item["arguments"])
+            self.acc.call_arguments(call, need_str(item["arguments"], "item.arguments"))
         if item.get("status") == "incomplete":
             self.acc.end_call(call, complete=False,
                               reason="The response stopped while this call's arguments were being written, "
@@ -334,20 +385,24 @@ class OpenAIResponsesParser(SSEParser):
 
     # -- reasoning ---------------------------------------------------------------------------
 
-    def _start_reasoning(self, item: dict[str, Any]) -> _Reasoning:
+    def _start_reasoning(self, item: dict[str, Any], index: int | None) -> _Reasoning:
         self._text_open = False
-        item_id = item.get("id") or ""
-        record: dict[str, Any] = {"item_id": item_id, "item": item}
+        item_id = opt_str(item.get("id"), "item.id") or ""
+        record: dict[str, Any] = {"item_id": item_id, "item": deep(item, "item")}
         block = self.acc.thinking("", new_block=True, provider_data={KEY: record})
         reasoning = _Reasoning(block, record)
         self._reasoning[item_id] = reasoning
+        if index is not None:
+            self._reasoning[index] = reasoning
         return reasoning
 
     def _reasoning_for(self, payload: dict[str, Any]) -> _Reasoning:
-        item_id = payload.get("item_id") or ""
-        reasoning = self._reasoning.get(item_id)
+        item_id, index = _item_id(payload), _index(payload)
+        reasoning = self._reasoning.get(index) if index is not None else None
         if reasoning is None:
-            reasoning = self._start_reasoning({"type": "reasoning", "id": item_id, "summary": []})
+            reasoning = self._reasoning.get(item_id or "")
+        if reasoning is None:
+            reasoning = self._start_reasoning({"type": "reasoning", "id": item_id or "", "summary": []}, index)
         return reasoning
 
     def _think(self, reasoning: _Reasoning, text: str) -> None:
@@ -356,14 +411,17 @@ class OpenAIResponsesParser(SSEParser):
             self.acc.thinking(text, block=reasoning.block)
 
     def _on_reasoning_delta(self, payload: dict[str, Any]) -> None:
+        delta = payload["delta"]
+        if type(delta) is not str:
+            wrong("delta", "a string", delta)
         reasoning = self._reasoning_for(payload)
         reasoning.streamed = True
-        self._think(reasoning, payload["delta"])
+        self._think(reasoning, delta)
 
     def _on_reasoning_done(self, payload: dict[str, Any]) -> None:
         reasoning = self._reasoning_for(payload)
         if not reasoning.streamed:
-            self._think(reasoning, payload.get("text") or "")
+            self._think(reasoning, need_str(payload.get("text") or "", "text"))
 
     def _on_summary_part(self, payload: dict[str, Any]) -> None:
         # Several summary parts of one item read as paragraphs of one thinking part.
@@ -371,14 +429,17 @@ class OpenAIResponsesParser(SSEParser):
         if reasoning.has_text:
             self._think(reasoning, "\n\n")
 
-    def _end_reasoning(self, item: dict[str, Any]) -> None:
-        reasoning = self._reasoning.get(item.get("id") or "")
+    def _end_reasoning(self, item: dict[str, Any], index: int | None) -> None:
+        deep(item, "item")
+        reasoning = self._reasoning.get(index) if index is not None else None
         if reasoning is None:
-            reasoning = self._start_reasoning(item)
+            reasoning = self._reasoning.get(opt_str(item.get("id"), "item.id") or "")
+        if reasoning is None:
+            reasoning = self._start_reasoning(item, index)
         if not reasoning.streamed and not reasoning.has_text:
-            texts = [s.get("text") or "" for s in item.get("summary") or ()]
+            texts = [_text_of(s, "item.summary[]") for s in item.get("summary") or ()]
             if not any(texts):
-                texts = [c.get("text") or "" for c in item.get("content") or ()]
+                texts = [_text_of(c, "item.content[]") for c in item.get("content") or ()]
             self._think(reasoning, "\n\n".join(t for t in texts if t))
         # The finished item (with its final encrypted_content) is what the next request sends back.
         self.acc.thinking_provider_data({KEY: {**reasoning.record, "item": item}}, block=reasoning.block)
@@ -386,9 +447,10 @@ class OpenAIResponsesParser(SSEParser):
     # -- provider-side tools -----------------------------------------------------------------
 
     def _tool_part(self, item: dict[str, Any], status: str | None) -> ProviderToolPart:
+        deep(item, "item")
         arguments, result = _provider_tool_io(item)
         return ProviderToolPart(
-            id=item.get("id") or "",
+            id=opt_str(item.get("id"), "item.id") or "",
             name=_provider_tool_name(item),
             provider=self.acc.provider or KEY,
             arguments=arguments,
@@ -397,32 +459,62 @@ class OpenAIResponsesParser(SSEParser):
             provider_data={KEY: {"item": item}},
         )
 
-    def _start_tool(self, item: dict[str, Any]) -> None:
-        self._text_open = False
-        part = self._tool_part(item, item.get("status") or "in_progress")
+    def _remember_tool(self, part: ProviderToolPart, index: int | None) -> None:
         self._tools[part.id] = part
+        if index is not None:
+            self._tools[index] = part
+
+    def _tool_for(self, payload: dict[str, Any]) -> ProviderToolPart | None:
+        index = _index(payload)
+        part = self._tools.get(index) if index is not None else None
+        return part if part is not None else self._tools.get(_item_id(payload) or "")
+
+    def _start_tool(self, item: dict[str, Any], index: int | None) -> None:
+        self._text_open = False
+        part = self._tool_part(item, opt_str(item.get("status"), "item.status") or "in_progress")
+        self._remember_tool(part, index)
         self.acc.part(part)
 
     def _on_tool_progress(self, kind: str, payload: dict[str, Any]) -> None:
         status = kind.rsplit(".", 1)[-1]
         if status not in ("in_progress", "searching", "interpreting", "generating", "completed", "failed"):
             return  # argument and code deltas, partial images: the finished item carries them whole
-        old = self._tools[payload["item_id"]]
-        if old.status != status:
+        old = self._tool_for(payload)
+        if old is not None and old.status != status:
             new = ProviderToolPart(id=old.id, name=old.name, provider=old.provider, arguments=old.arguments,
                                    result=old.result, status=status, provider_data=old.provider_data)
-            self._tools[old.id] = new
+            self._remember_tool(new, _index(payload))
             self.acc.replace_part(old, new)
 
-    def _end_tool(self, item: dict[str, Any]) -> None:
-        new = self._tool_part(item, item.get("status") or "completed")
-        old = self._tools.get(new.id)
-        self._tools[new.id] = new
+    def _end_tool(self, item: dict[str, Any], index: int | None) -> None:
+        new = self._tool_part(item, opt_str(item.get("status"), "item.status") or "completed")
+        old = self._tools.get(index) if index is not None else None
+        if old is None:
+            old = self._tools.get(new.id)
+        self._remember_tool(new, index)
         if old is None:
             self._text_open = False
             self.acc.part(new)
         else:
             self.acc.replace_part(old, new)
+
+
+def _item_id(payload: dict[str, Any]) -> str | None:
+    item_id = payload.get("item_id")
+    if item_id is not None and type(item_id) is not str:
+        wrong("item_id", "a string", item_id)
+    return item_id
+
+
+def _index(payload: dict[str, Any]) -> int | None:
+    index = payload.get("output_index")
+    if index is not None and type(index) is not int:
+        wrong("output_index", "a whole number", index)
+    return index
+
+
+def _text_of(entry: Any, path: str) -> str:
+    return need_str(need_dict(entry, path).get("text") or "", f"{path}.text")
 
 
 class Protocol(WireProtocol):

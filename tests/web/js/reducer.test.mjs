@@ -321,3 +321,29 @@ test("decisions that did not reach the server are asked for again when GET chat 
   assert.equal(cardOf(state, "call_pay").decision, null);
   assert.equal(cardOf(state, "call_pay").status, CardStatus.APPROVAL);
 });
+
+test("stored rows of a finished run show how it ended, and a call the server recorded as denied is denied", () => {
+  const seq = sequence("approval");
+  const rows = [...seq.history_paused, ...seq.denied.filter((f) => f.data.type === "message_saved").map((f) => f.data.row)];
+  const finished = seq.denied.at(-1).data;
+  const runs = [
+    { run_id: "run-a1", status: "resumed", usage: seq.frames.at(-1).data.usage, error: null, steps: 1, duration: 0.8, decisions: [] },
+    { run_id: "run-a2", status: "completed", usage: finished.usage, error: null, steps: finished.steps, duration: finished.duration,
+      decisions: [{ call_id: "call_pay", approved: false, reason: "Not this month." }] },
+  ];
+  // What a reload shows: rows only, no run followed, no decision taken on this page.
+  const state = reduce(emptyChat(seq.chat.id), { type: "client_history", messages: rows, runs });
+  const items = conversationItems(state);
+  assert.deepEqual(items.map((i) => i.kind), ["row", "summary", "row", "row", "summary"]);
+  assert.deepEqual(items.filter((i) => i.kind === "summary").map((i) => i.summary.run_id), ["run-a1", "run-a2"]);
+  const round = items.find((i) => i.kind === "row" && i.row.kind === "tools_aggregate");
+  assert.equal(round.summary, state.summaries["run-a2"]);
+  const cards = cardsOf(stepFromRow(round.row, round.summary));
+  assert.deepEqual(cards.map((c) => [c.id, c.status]), [["call_pay", CardStatus.DENIED], ["call_oslo", CardStatus.DONE]]);
+  // Without the server's word, a denial is an error result like any other.
+  assert.equal(cardsOf(stepFromRow(round.row)).find((c) => c.id === "call_pay").status, CardStatus.ERROR);
+  // The same summaries again change nothing; a run the page follows is not summed up twice.
+  assert.equal(reduce(state, { type: "client_history", messages: [], runs: structuredClone(runs) }), state);
+  const following = fold(state, seq.denied);
+  assert.deepEqual(conversationItems(following).map((i) => i.kind), ["row", "summary", "run"]);
+});

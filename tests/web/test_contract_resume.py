@@ -1,4 +1,9 @@
-"""Reload and network loss mid-run: the page continues exactly where it was, without duplicates or gaps."""
+"""Client tests: reload and network loss mid-run, on the contract server, which can cut streams at will.
+
+Dropped connections, expired cursors (410), a run that ends while the browser is offline: the contract
+server produces these exactly, at a chosen event, which the real server does only by accident. Reloading
+mid-run on the real `toolwire serve` is tested in test_e2e_chats.py.
+"""
 
 from __future__ import annotations
 

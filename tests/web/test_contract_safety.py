@@ -1,4 +1,8 @@
-"""Script injection: payloads everywhere the server's data reaches the page, and nothing runs.
+"""Client tests: script injection from a recorded sequence with payloads in every field, on the contract server.
+
+The recorded sequence reaches fields the real server's fake model does not write (thinking, an invalid
+call's reason). The same payloads through the real `toolwire serve` are tested in
+test_e2e_safety.py.
 
 Each payload would set `window.__xss` (the canary) or open a dialog if it ever became markup. The page
 ships a Content-Security-Policy that would block most of them anyway, so the same test also runs with

@@ -1,4 +1,9 @@
-"""The page around the conversation: token, chat list, message box, other users' chats, screens."""
+"""Client tests: the page around the conversation (token, chat list, message box, screens) on the contract server.
+
+The contract server (contract_server.py) records every request, so these tests assert what the page
+sends: the token's header, the message body, the title it gives a new chat. The same behaviours on the
+real `toolwire serve` are in test_e2e_*.py.
+"""
 
 from __future__ import annotations
 
@@ -106,17 +111,6 @@ def test_typing_into_an_empty_page_starts_a_chat_and_a_refused_message_is_given_
     expect(page.page.locator(".user-message")).to_have_count(0)
 
 
-def test_another_users_chat_cannot_be_opened(server: ContractServer, web: Open) -> None:
-    seq = load("parallel_out_of_order")
-    server.add_chat({**seq["chat"], "id": "theirs", "title": "Their secrets"}, owner="someone-else")
-    page = web(server.url, token=server.token, chat="theirs")
-    expect(page.page.locator(".notice")).to_contain_text("This chat does not exist, or it is not yours.")
-    expect(page.page.locator(".chat-link")).to_have_count(0)
-    assert "Their secrets" not in page.page.content()
-    [attempt] = server.requests_to("GET", "/api/chats/theirs")
-    assert attempt.headers["Authorization"] == f"Bearer {server.token}"
-
-
 def test_narrow_screen_and_dark_mode(server: ContractServer, web: Open, screenshots: Path) -> None:
     seq = load("parallel_out_of_order")
     chat_id = seq["chat"]["id"]
@@ -136,7 +130,7 @@ def test_narrow_screen_and_dark_mode(server: ContractServer, web: Open, screensh
     boxes = [cards.nth(i).bounding_box() for i in range(3)]
     assert all(b is not None and b["x"] >= 0 and b["x"] + b["width"] <= 390 for b in boxes), boxes
     assert page.page.evaluate("document.documentElement.scrollWidth") <= 390, "nothing scrolls sideways"
-    page.screenshot(screenshots / "narrow.png")
+    page.screenshot(screenshots / "contract-narrow.png")
     page.page.get_by_role("button", name="Show chats").click()
     page.wait_until(sidebar_shown)
     page.open_chat(chat_id)

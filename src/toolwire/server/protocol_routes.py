@@ -1,0 +1,342 @@
+"""Routes for front ends that speak another protocol: the Vercel AI SDK's UI message stream and AG-UI.
+
+Both are thin: they read the protocol's request, then do exactly what the native routes do (store the
+user's message and start a run, or decide approvals and resume) through the same run manager, and
+answer by following the chat's one event log through the protocol's encoder (`encode/vercel.py`,
+`encode/agui.py`). There is no second agent loop and no second persistence path: a run started here
+is stored, resumable and visible through every route alike.
+
+Chat ids. These protocols let the client choose the chat id (`useChat`'s `id`, AG-UI's `threadId`).
+An id this user has not used is created on the user's first message under it (letters, digits and
+`_ - . :`, up to 128 characters); an id that belongs to another user is 404, exactly as on the native
+routes. Reads of an id the user has not used (history, resume) answer an empty chat, which is also
+what another user's id answers, so nothing tells the two apart. A chat made through the native API
+(`chat_...`) works here too.
+
+History. The chat's history is the server's: of the messages a client sends, only the last one is read
+(a new user message, or the assistant message carrying approval responses); the rest of the body is
+not trusted or used, which is why a client may send only the last message.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from ag_ui.core import RunAgentInput
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..store import Chat, ChatIdTaken, Decision, MessageRow, PausedRun, Run, Store, User
+from .approvals import paused_view
+from .encode.agui import AguiEncoder
+from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_parts
+from .errors import ApiError
+from .eventlog import Cursor, Position
+from .routes import ServerState, _caller, _json, _title_from
+from .schemas import read_body
+from .sse import Encoder, EventStreamResponse, follow
+
+__all__ = ["agui_run", "ui_history", "vercel_chat", "vercel_history", "vercel_stop", "vercel_stream"]
+
+_CLIENT_CHAT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_HISTORY_FACTOR = 16
+"""These protocols send the client's whole history with each message (the server reads only the last
+one), so their bodies may be this many times `max_body_bytes`."""
+_MAX_CHAIN = 1000
+
+
+def _valid_chat_id(chat_id: str) -> bool:
+    return _CLIENT_CHAT_ID.fullmatch(chat_id) is not None and chat_id not in (".", "..")
+
+
+async def _find_chat(server: ServerState, user: User, chat_id: str) -> Chat | None:
+    return await server.store.get_chat(user.id, chat_id) if _valid_chat_id(chat_id) else None
+
+
+async def _chat_for_message(server: ServerState, user: User, chat_id: str) -> Chat:
+    """The caller's chat with this id, created now if nobody has used the id (see the module docstring)."""
+    if not _valid_chat_id(chat_id):
+        raise ApiError(422, "invalid_request", "A chat id is 1 to 128 letters, digits, '_', '-', '.' or ':' (and "
+                                               "not '.' or '..'); send an id such as the ones useChat generates.")
+    chat = await server.store.get_chat(user.id, chat_id)
+    if chat is not None:
+        return chat
+    try:
+        return await server.store.create_chat(user.id, "", chat_id=chat_id)
+    except ChatIdTaken:
+        chat = await server.store.get_chat(user.id, chat_id)  # a concurrent first message of the same user
+        if chat is None:
+            raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.") from None
+        return chat
+
+
+async def _turn(store: Store, chat_id: str, run: Run) -> list[Run]:
+    """The run and the runs it resumes, newest first: one turn, whose UI message id is the oldest run's id."""
+    chain = [run]
+    while chain[-1].resumed_from is not None and len(chain) < _MAX_CHAIN:
+        earlier = await store.get_run(chat_id, chain[-1].resumed_from)
+        if earlier is None:
+            break
+        chain.append(earlier)
+    return chain
+
+
+def _stream(server: ServerState, chat: Chat, run: Run, encoder: Encoder,
+            headers: dict[str, str] | None = None) -> Response:
+    frames = follow(server.log, chat.id, Cursor(run.run_number, 0), encoder, heartbeat=server.heartbeat)
+    return EventStreamResponse(frames, media_type=encoder.media_type, headers={"X-Run-Id": run.id, **(headers or {})})
+
+
+def _invalid(what: str, exc: ValidationError) -> ApiError:
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or "body"
+    return ApiError(422, "invalid_request", f"The {what} is not valid at {where!r}: {first['msg']}.")
+
+
+def _no_nul(*values: str | None) -> None:
+    if any(value is not None and "\x00" in value for value in values):  # no database stores NUL in text
+        raise ApiError(422, "invalid_request", "Ids, texts and reasons must not contain NUL characters.")
+
+
+def _check_text(server: ServerState, text: str) -> None:
+    _no_nul(text)
+    if not text.strip():
+        raise ApiError(422, "invalid_request", "The message has no text; send some text.")
+    if len(text) > server.limits.max_message_chars:
+        raise ApiError(422, "message_too_long", f"The message is longer than {server.limits.max_message_chars:,} "
+                                                "characters; shorten it or split it.")
+
+
+async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str) -> Run:
+    """Store the user's message and start its run (or attach to the run the same message started)."""
+    handle = await server.manager.send_message(user, chat, text, client_message_id)
+    if handle.created and not chat.title:
+        await server.store.rename_chat(user.id, chat.id, _title_from(text))
+    if not handle.created and await server.log.position(chat.id, Cursor(handle.run.run_number, 0)) \
+            is not Position.KNOWN:
+        raise ApiError(410, "run_expired", "This message was already sent and its run's events are no longer kept; "
+                                           "reload the chat's messages (its answer is stored there).")
+    return handle.run
+
+
+# -- the Vercel AI SDK's UI message stream ------------------------------------------------------
+
+class _ChatRequest(BaseModel):
+    """What `DefaultChatTransport` posts: `messages` (or just the last `message`), `trigger`, `messageId`."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(min_length=1, max_length=200)
+    messages: list[Any] | None = None
+    message: Any = None
+    trigger: str = "submit-message"
+
+
+class _UIMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(min_length=1, max_length=200)
+    role: str
+    parts: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def _user_text(message: _UIMessage) -> str:
+    texts = []
+    for part in message.parts:
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "file":
+            raise ApiError(422, "invalid_request", "This server takes text messages only; send the message without "
+                                                   "files.")
+    return "\n\n".join(texts)
+
+
+def _approval_responses(message: _UIMessage) -> list[Decision]:
+    decisions = []
+    for part in message.parts:
+        approval = part.get("approval")
+        if part.get("state") != "approval-responded" or not isinstance(approval, dict):
+            continue
+        approval_id, approved, reason = approval.get("id"), approval.get("approved"), approval.get("reason")
+        if not isinstance(approval_id, str) or not isinstance(approved, bool) or \
+                (reason is not None and not isinstance(reason, str)):
+            raise ApiError(422, "invalid_request", "An approval response needs an approval id (a string), `approved` "
+                                                   "(true or false) and, optionally, a `reason` (a string).")
+        _no_nul(approval_id, reason)
+        decisions.append(Decision(approval_id=approval_id[:200], approved=approved,
+                                  reason=reason[:2000] if reason else None))
+    return decisions
+
+
+async def vercel_chat(request: Request) -> Response:
+    """`POST /api/chat`: a user message starts a run; an assistant message with approval responses resumes one."""
+    server, user = await _caller(request)
+    body = await read_body(request, _ChatRequest, server.limits.max_body_bytes * _HISTORY_FACTOR)
+    raw = body.message if body.message is not None else (body.messages[-1] if body.messages else None)
+    if raw is None:
+        raise ApiError(422, "invalid_request", "The request has no message: send `messages` (as useChat does) or "
+                                               "just the last one as `message`.")
+    try:
+        last = _UIMessage.model_validate(raw)
+    except ValidationError as exc:
+        raise _invalid("last message", exc) from None
+    # The request is checked whole before anything is stored (a chat id is only taken by a valid message).
+    if last.role == "assistant":
+        decisions = _approval_responses(last)
+        if not decisions:
+            raise ApiError(422, "invalid_request", "The last message is the assistant's and answers no approval; "
+                                                   "send a user message, or approval responses (addToolApproval"
+                                                   "Response) for every pending approval.")
+        chat = await _chat_for_message(server, user, body.id)
+        handle = await server.manager.decide(user, chat, decisions)
+        turn = await _turn(server.store, chat.id, handle.run)
+        return _stream(server, chat, handle.run, VercelEncoder(message_id=turn[-1].id), VERCEL_HEADERS)
+    if last.role != "user":
+        raise ApiError(422, "invalid_request", f"The last message has the role {last.role[:20]!r}; send a user "
+                                               "message.")
+    if body.trigger == "regenerate-message":
+        raise ApiError(422, "unsupported", "Regenerating an answer is not supported: the chat's history is kept on "
+                                           "the server and is never rewritten. Send a new message instead.")
+    text = _user_text(last)
+    _check_text(server, text)
+    _no_nul(last.id)
+    chat = await _chat_for_message(server, user, body.id)
+    run = await _start(server, user, chat, text, last.id)
+    return _stream(server, chat, run, VercelEncoder(message_id=run.id), VERCEL_HEADERS)
+
+
+async def vercel_stream(request: Request) -> Response:
+    """`GET /api/chat/{id}/stream`: the active run's turn from its `start`, then live; 204 when nothing runs."""
+    server, user = await _caller(request)
+    chat = await _find_chat(server, user, request.path_params["chat_id"])
+    active = await server.store.active_run(chat.id) if chat is not None else None
+    if chat is None or active is None:
+        return Response(status_code=204, headers={"cache-control": "no-cache"})
+    if await server.log.position(chat.id, Cursor(active.run_number, 0)) is Position.EXPIRED:
+        return Response(status_code=204, headers={"cache-control": "no-cache"})
+    turn = await _turn(server.store, chat.id, active)
+    history: list[tuple[Any, Any]] = []
+    if len(turn) > 1:
+        earlier = {run.id for run in turn[1:]}
+        for row in await server.store.list_messages(chat.id):
+            if row.run_id in earlier and row.kind in ("assistant", "tools_aggregate"):
+                messages = orjson.loads(row.message_json)
+                history.append((messages[0], messages[1]["parts"] if len(messages) > 1 else []))
+    encoder = VercelEncoder(message_id=turn[-1].id, rebuild=True, history=history)
+    return _stream(server, chat, active, encoder, VERCEL_HEADERS)
+
+
+async def vercel_stop(request: Request) -> Response:
+    """`POST /api/chat/{id}/stop`: cancel the chat's running run (202), or 204 when nothing runs."""
+    server, user = await _caller(request)
+    chat = await _find_chat(server, user, request.path_params["chat_id"])
+    if chat is None:
+        raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
+    active = await server.store.active_run(chat.id)
+    if active is None:
+        if await server.store.paused_run(chat.id) is not None:
+            raise ApiError(409, "run_paused", "This chat's run is paused for approval, not running; deny its tool "
+                                              "calls to end it.")
+        return Response(status_code=204)
+    run = await server.manager.cancel(chat.id, active.id)
+    return _json({"run_id": run.id, "status": "cancelling"}, 202)
+
+
+async def vercel_history(request: Request) -> Response:
+    """`GET /api/chat/{id}/messages`: the stored chat as `UIMessage`s (`useChat`'s initial `messages`)."""
+    server, user = await _caller(request)
+    chat = await _find_chat(server, user, request.path_params["chat_id"])
+    if chat is None:
+        return _json({"messages": []})
+    rows = await server.store.list_messages(chat.id)
+    return _json({"messages": ui_history(rows, await server.store.paused_run(chat.id))})
+
+
+def ui_history(rows: list[MessageRow], paused: PausedRun | None) -> list[dict[str, Any]]:
+    """Stored rows as UI messages: each user message, then one assistant message per turn (its steps in order).
+
+    Ids are the ones the stream uses: a user message keeps the id the client gave it, and a turn's
+    message is the id of the run its user message started. A round paused for approval is the turn's
+    last step, its waiting calls in the `approval-requested` state.
+    """
+    out: list[dict[str, Any]] = []
+    turn: dict[str, Any] | None = None
+    turn_id: str | None = None
+    for row in rows:
+        messages = orjson.loads(row.message_json)
+        if row.kind == "user":
+            parts = [{"type": "text", "text": p["text"]} for p in messages[0]["parts"] if p.get("type") == "text"]
+            out.append({"id": row.client_message_id or row.id, "role": "user", "parts": parts})
+            turn, turn_id = None, row.run_id or row.id
+        elif row.kind in ("assistant", "tools_aggregate"):
+            if turn is None:
+                turn = {"id": turn_id or row.id, "role": "assistant", "parts": []}
+                out.append(turn)
+            turn["parts"] += ui_step_parts(messages[0], messages[1]["parts"] if len(messages) > 1 else [], key=row.id)
+    if paused is not None:
+        view = paused_view(paused)
+        if turn is None:
+            turn = {"id": turn_id or paused.run.id, "role": "assistant", "parts": []}
+            out.append(turn)
+        approvals = {a["call"]["id"]: a["approval_id"] for a in view["approvals"]}
+        turn["parts"] += ui_step_parts(view["message"], view["results"], key=paused.run.id, approvals=approvals)
+    return out
+
+
+# -- AG-UI -----------------------------------------------------------------------------------------
+
+def _resume_decisions(agent_input: RunAgentInput) -> list[Decision]:
+    decisions = []
+    for entry in agent_input.resume or []:
+        approved: Any = False
+        reason: Any = None
+        if entry.status == "resolved":
+            payload = entry.payload
+            approved = payload.get("approved") if isinstance(payload, dict) else payload
+            reason = payload.get("reason") if isinstance(payload, dict) else None
+            if not isinstance(approved, bool) or (reason is not None and not isinstance(reason, str)):
+                raise ApiError(422, "invalid_request", "A resolved approval's payload is {\"approved\": true|false, "
+                                                       "\"reason\"?: string} (or just true or false).")
+        else:
+            reason = "The person dismissed this approval."
+        _no_nul(entry.interrupt_id, reason)
+        decisions.append(Decision(approval_id=entry.interrupt_id[:200], approved=approved,
+                                  reason=reason[:2000] if reason else None))
+    return decisions
+
+
+def _agui_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in content or []:
+        if getattr(part, "type", None) != "text":
+            raise ApiError(422, "invalid_request", "This server takes text messages only; send the message without "
+                                                   "images, audio, video or documents.")
+        texts.append(part.text)
+    return "\n\n".join(texts)
+
+
+async def agui_run(request: Request) -> Response:
+    """`POST /api/agui`: an AG-UI `RunAgentInput`; answers the run as AG-UI events."""
+    server, user = await _caller(request)
+    agent_input = await read_body(request, RunAgentInput, server.limits.max_body_bytes * _HISTORY_FACTOR)
+    if agent_input.resume:
+        decisions = _resume_decisions(agent_input)
+        chat = await _chat_for_message(server, user, agent_input.thread_id)
+        run = (await server.manager.decide(user, chat, decisions)).run
+    else:
+        last = agent_input.messages[-1] if agent_input.messages else None
+        if last is None or last.role != "user":
+            raise ApiError(422, "invalid_request", "The last message must be the user's (or send `resume` entries "
+                                                   "answering the interrupts of the paused run).")
+        text = _agui_text(getattr(last, "content", ""))
+        _check_text(server, text)
+        if not 1 <= len(last.id) <= 200:
+            raise ApiError(422, "invalid_request", "A message id is 1 to 200 characters.")
+        _no_nul(last.id)
+        chat = await _chat_for_message(server, user, agent_input.thread_id)
+        run = await _start(server, user, chat, text, last.id)
+    return _stream(server, chat, run, AguiEncoder(thread_id=chat.id, run_id=agent_input.run_id))
