@@ -283,36 +283,36 @@ async def run_scenario(name: str, servers: list[Server], provider: subprocess.Po
 
 
 @contextmanager
-def services(folder: Path, with_redis: bool) -> Iterator[tuple[str, Any, str | None]]:
+def services(with_redis: bool) -> Iterator[tuple[str, Any, str | None]]:
+    """A fresh PostgreSQL database, and a Redis server when asked, started here as the tests start theirs."""
     sys.path.insert(0, str(REPO))
-    from tests.databases import start_cluster
-    from tests.redis_server import start_redis
+    from tests.services import ServiceMissing, start_postgres, start_redis
 
     with ExitStack() as stack:
-        cluster_iterator = start_cluster()
-        cluster = next(cluster_iterator)
-        stack.callback(lambda: next(cluster_iterator, None))
+        try:
+            cluster = stack.enter_context(start_postgres())
+            redis = stack.enter_context(start_redis()) if with_redis else None
+        except ServiceMissing as exc:
+            raise SystemExit(f"bench/load: {exc}; scripts/test-services installs it.") from None
         database = cluster.url(cluster.new_database())
-        redis_url = None
-        redis_command = None
-        if with_redis:
-            redis = stack.enter_context(start_redis())
-            redis_url = redis.url
+        if redis is None:
+            yield database, None, None
+            return
 
-            def redis_command(what: str) -> Any:
-                if what == "cpu":
-                    info = redis.command("INFO", "cpu")
-                    values = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-                    return float(values["used_cpu_sys"]) + float(values["used_cpu_user"])
-                counts: dict[str, int] = {}
-                for line in redis.command("CLIENT", "LIST").splitlines():
-                    name = next((f[5:] for f in line.split(" ") if f.startswith("name=toolwire:")), None)
-                    if name:
-                        process = name.split(":")[1]
-                        counts[process] = counts.get(process, 0) + 1
-                return counts
+        def redis_command(what: str) -> Any:
+            if what == "cpu":
+                info = redis.command("INFO", "cpu")
+                values = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+                return float(values["used_cpu_sys"]) + float(values["used_cpu_user"])
+            counts: dict[str, int] = {}
+            for line in redis.command("CLIENT", "LIST").splitlines():
+                name = next((f[5:] for f in line.split(" ") if f.startswith("name=toolwire:")), None)
+                if name:
+                    process = name.split(":")[1]
+                    counts[process] = counts.get(process, 0) + 1
+            return counts
 
-        yield database, redis_command, redis_url
+        yield database, redis_command, redis.url
 
 
 def start_servers(count: int, folder: Path, database: str, provider_port: int, redis_url: str | None) -> list[Server]:
@@ -356,7 +356,7 @@ def run_all(args: argparse.Namespace) -> list[Outcome]:
     events = int(args.seconds / args.interval)
     for scenario in args.scenarios.split(","):
         replicas = scenario == "replicas"
-        with tempfile.TemporaryDirectory(prefix="toolwire-load-") as temp, services(Path(temp), replicas) as (
+        with tempfile.TemporaryDirectory(prefix="toolwire-load-") as temp, services(replicas) as (
                 database, redis_command, redis_url):
             folder = Path(temp)
             provider, found = start([sys.executable, "-m", "bench.load.provider", "--events", str(events),
