@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import anyio
 import httpx
+import orjson
 import pytest
 from bench.load.sse_client import open_stream
 
@@ -348,3 +349,47 @@ async def test_a_replica_at_capacity_sheds_new_runs_to_the_others(replica: Repli
                     assert (await on_b.run(other, "hello"))[-1].data["status"] == "completed"
                     gate.release_tool("full-tool")
         assert (await on_a.run(other, "and now here"))[-1].data["status"] == "completed"
+
+
+async def _frames(response: httpx.Response) -> list[dict[str, object] | str]:
+    """The `data:` payloads of a browser-protocol stream: JSON chunks, and `[DONE]` as it is."""
+    frames: list[dict[str, object] | str] = []
+    async for line in response.aiter_lines():
+        if line.startswith("data: "):
+            payload = line[6:]
+            frames.append(payload if payload == "[DONE]" else orjson.loads(payload))
+    return frames
+
+
+async def test_the_browser_protocols_cross_replicas_too(replica: Replica, gate: GateServer) -> None:
+    """An AG-UI run on A, resumed by a Vercel `useChat` page on B and stopped from C: one run, seen everywhere."""
+    a, b, c = replica(), replica(), replica()
+    gate.script("far-agui", calls(("gated", {"label": "far-agui-tool"}), preamble="Starting far away."),
+                text("Never said."))
+    thread = "replicas-thread-1"
+    body = {"threadId": thread, "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "[[far-agui]] go"}]}
+    got: dict[str, list[dict[str, object] | str]] = {}
+    async with a.api() as on_a, b.api() as on_b, c.api() as on_c, anyio.create_task_group() as tg:
+        async def agui() -> None:
+            async with on_a.client.stream("POST", "/api/agui", json=body) as response:
+                assert response.status_code == 200
+                got["agui"] = await _frames(response)
+
+        tg.start_soon(agui)
+        await until(lambda: gate.waiting.get("far-agui-tool", 0) == 1)
+        async with on_b.client.stream("GET", f"/api/chat/{thread}/stream") as resumed:
+            assert resumed.status_code == 200
+            stop = await on_c.client.post(f"/api/chat/{thread}/stop")
+            assert stop.status_code == 202 and stop.json()["status"] == "cancelling"
+            got["vercel"] = await _frames(resumed)
+    gate.release_tool("far-agui-tool")
+    vercel = [f for f in got["vercel"] if isinstance(f, dict)]
+    assert vercel[0]["type"] == "start" and vercel[-1]["type"] == "abort" and got["vercel"][-1] == "[DONE]"
+    assert any(f["type"] == "tool-input-available" and f["toolName"] == "gated" for f in vercel)
+    agui_types = [f["type"] for f in got["agui"] if isinstance(f, dict)]
+    assert agui_types[0] == "RUN_STARTED" and agui_types[-1] in ("RUN_FINISHED", "RUN_ERROR")
+    async with c.api() as on_c:
+        rows = await on_c.rows(thread)
+        assert [r["kind"] for r in rows] == ["user", "tools_aggregate"]
+        assert rows[1]["messages"][1]["parts"][0]["result"] == {"error": "cancelled"}
+        assert (await on_c.client.get(f"/api/chat/{thread}/stream")).status_code == 204
