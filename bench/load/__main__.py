@@ -1,7 +1,8 @@
 """The chat server under load: a thousand concurrent streams on one process, then on two replicas with Redis.
 
-    bench/load/run                      # both scenarios, 1,000 streams of 60 s (about 5 minutes)
-    bench/load/run --streams 100 --seconds 10 --scenarios one   # a smoke run
+    bench/load/run                                  # both scenarios, 1,000 streams of 60 s each
+    bench/load/run --streams 100,300,1000 --seconds 30   # each scenario at each count (the README table)
+    bench/load/run --streams 100 --seconds 10 --scenarios one --no-write   # a smoke run
 
 Everything runs on this machine, on loopback: a PostgreSQL server and a Redis server started here (as the
 tests start them), the model (`provider.py`: a text chunk every `--interval` seconds, stamped with the
@@ -12,11 +13,13 @@ moment it was written), `toolwire serve` processes, and this process as the clie
   (where its run executes; that response is closed at once, the run goes on) and followed on the
   other replica with `GET /api/chats/{id}/stream`, so every event reaches its client through Redis.
 
-Per scenario: errors; lost or duplicated events (event ids must run 1, 2, 3... to `run_finished`, with
-every text chunk the model sent); added latency of each text chunk (written by the model → read by the
-client: the whole server path, including the model connection); server CPU (cores, averaged over the
-run); each server's RSS growth (peak minus before the streams); Redis connections per server process
-and Redis CPU. Results go to `bench/results/load.md`, `load.json` and `load.png`.
+Streams are started at `--ramp-rate` per second. Per scenario and count: errors; lost or duplicated
+events (event ids must run 1, 2, 3... to `run_finished`, with every text chunk the model sent); added
+latency of each text chunk (written by the model → read by the client: the whole server path, including
+the model connection; a follower that connects after the run began gets the earlier chunks from the log,
+counted apart as caught up); server CPU (cores, averaged over the run); each server's RSS growth (peak
+minus before the streams); Redis connections per server process and Redis CPU. Results go to
+`bench/results/load.md`, `load.json` and `load.png`.
 """
 
 from __future__ import annotations
@@ -274,7 +277,7 @@ async def run_scenario(name: str, servers: list[Server], provider: subprocess.Po
         tasks.append(asyncio.create_task(one(number)))
         await asyncio.sleep(ramp / streams)
     try:
-        await asyncio.wait_for(asyncio.gather(*tasks), timeout=events * interval + ramp + 120)
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=events * interval + ramp + 60)
     except TimeoutError:
         outcome.errors.append("Some streams did not end within the time bound.")
         for task in tasks:
@@ -332,8 +335,7 @@ def start_servers(count: int, folder: Path, database: str, provider_port: int, r
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     servers = []
     for number in range(count):
-        launcher = os.environ.get("LOAD_SERVER_LAUNCHER")
-        command = [sys.executable, *([launcher] if launcher else ["-m", "toolwire"]), "serve", "--db", database, "--port", "0",
+        command = [sys.executable, "-m", "toolwire", "serve", "--db", database, "--port", "0",
                    "--model", "openai:load", "--base-url", f"http://127.0.0.1:{provider_port}/v1",
                    "--api-key", "load-key", "--tokens-file", str(tokens), "--runs-per-minute", "1000000",
                    "--tool-calls-per-minute", "1000000", "--log-level", "warning"]
@@ -366,41 +368,50 @@ def run_all(args: argparse.Namespace) -> list[Outcome]:
     outcomes = []
     events = int(args.seconds / args.interval)
     for scenario in args.scenarios.split(","):
-        replicas = scenario == "replicas"
-        with tempfile.TemporaryDirectory(prefix="toolwire-load-") as temp, services(replicas) as (
-                database, redis_command, redis_url):
-            folder = Path(temp)
-            provider, found = start([sys.executable, "-m", "bench.load.provider", "--events", str(events),
-                                     "--interval", str(args.interval)], folder / "provider.log",
-                                    rb"Listening on port (\d+)", {**os.environ, "PYTHONPATH": str(REPO)})
-            servers: list[Server] = []
-            try:
-                servers = start_servers(2 if replicas else 1, folder, database, int(found.group(1)), redis_url)
-                print(f"== {scenario}: {args.streams} streams x {events} events ({args.interval:g} s apart) on "
-                      f"{len(servers)} server(s); load average {os.getloadavg()[0]:.2f}", flush=True)
-                outcome = asyncio.run(run_scenario(scenario, servers, provider, args.streams, events, args.interval,
-                                                   args.ramp, redis_command, args.per_second))
-                for number in range(len(servers)):
-                    if "Traceback" in (folder / f"server-{number}.log").read_text():
-                        outcome.errors.append(f"server {number} logged a traceback (kept in {folder})")
-                        print((folder / f"server-{number}.log").read_text()[-3000:])
-                outcomes.append(outcome)
-                if outcome.debug:
-                    _print_per_second(outcome)
-                print(json.dumps(outcome.summary(), indent=1), flush=True)
-            finally:
-                for server in servers:
-                    stop(server.process)
-                stop(provider)
+        for streams in args.streams:
+            outcomes.append(run_one(args, scenario, streams, events))
     return outcomes
+
+
+def run_one(args: argparse.Namespace, scenario: str, streams: int, events: int) -> Outcome:
+    """One scenario at one number of streams, on services and servers started for it alone."""
+    replicas = scenario == "replicas"
+    ramp = streams / args.ramp_rate
+    with tempfile.TemporaryDirectory(prefix="toolwire-load-") as temp, services(replicas) as (
+            database, redis_command, redis_url):
+        folder = Path(temp)
+        provider, found = start([sys.executable, "-m", "bench.load.provider", "--events", str(events),
+                                 "--interval", str(args.interval)], folder / "provider.log",
+                                rb"Listening on port (\d+)", {**os.environ, "PYTHONPATH": str(REPO)})
+        servers: list[Server] = []
+        try:
+            servers = start_servers(2 if replicas else 1, folder, database, int(found.group(1)), redis_url)
+            print(f"== {scenario}: {streams} streams x {events} events ({args.interval:g} s apart, started over "
+                  f"{ramp:g} s) on {len(servers)} server(s); load average {os.getloadavg()[0]:.2f}", flush=True)
+            outcome = asyncio.run(run_scenario(scenario, servers, provider, streams, events, args.interval,
+                                               ramp, redis_command, args.per_second))
+            for number in range(len(servers)):
+                if "Traceback" in (folder / f"server-{number}.log").read_text():
+                    outcome.errors.append(f"server {number} logged a traceback")
+                    print((folder / f"server-{number}.log").read_text()[-3000:])
+            if outcome.debug:
+                _print_per_second(outcome)
+            print(json.dumps(outcome.summary(), indent=1), flush=True)
+            return outcome
+        finally:
+            for server in servers:
+                stop(server.process)
+            stop(provider)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--streams", type=lambda text: [int(n) for n in text.split(",")], default=[1000],
+                        help="concurrent streams; a list (100,300,1000) runs each in turn")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long each stream lasts")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between a stream's text chunks")
-    parser.add_argument("--ramp", type=float, default=10.0, help="seconds over which the streams are started")
+    parser.add_argument("--ramp-rate", type=float, default=100.0,
+                        help="streams started per second (1,000 streams start over 10 s)")
     parser.add_argument("--scenarios", default="one,replicas")
     parser.add_argument("--no-write", action="store_true", help="print only (no files in bench/results)")
     parser.add_argument("--per-second", action="store_true", help="also print latency percentiles per second")
