@@ -198,10 +198,16 @@ def start_redis() -> Iterator[RedisServer]:
             time.sleep(0.02)
         yield server
     finally:
+        stop_process(process)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if the process has not ended within `timeout` seconds."""
+    if process.poll() is None:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        shutil.rmtree(folder, ignore_errors=True)

@@ -30,7 +30,9 @@ def _row(s: dict[str, Any]) -> str:
     connections = ", ".join(str(v) for v in s["redis_connections_per_process"].values()) or "-"
     redis_cpu = "-" if s["redis_cpu_cores"] is None else f"{s['redis_cpu_cores']}"
     seconds = s["events_per_stream"] * s["interval"]
-    return (f"| {s['scenario']} | {s['streams']:,} x {seconds:g} s | {s['errors']} | {s['lost']} / {s['duplicated']} | "
+    kinds = s.get("error_kinds") or {}
+    errors = f"{s['errors']:,}" + (" (" + "; ".join(f"{n:,} {k}" for k, n in kinds.items()) + ")" if kinds else "")
+    return (f"| {s['scenario']} | {s['streams']:,} x {seconds:g} s | {errors} | {s['lost']} / {s['duplicated']} | "
             f"{latency['p50']} / {latency['p90']} / **{latency['p99']}**{verdict} / {latency['max']} | "
             f"{' + '.join(str(c) for c in s['server_cpu_cores'])} | "
             f"{' + '.join(str(r) for r in s['rss_growth_mb'])} | {connections} | {redis_cpu} | "
