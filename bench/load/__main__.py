@@ -112,6 +112,8 @@ class Outcome:
     events: int = 0
     latencies: array[float] = field(default_factory=lambda: array("d"))
     caught_up: int = 0
+    start_times: array[float] = field(default_factory=lambda: array("d"))
+    """Request sent → the server's headers, per stream (for a follower: its GET on the other replica)."""
     duration: float = 0.0
     server_cpu: list[float] = field(default_factory=list)
     rss_before: list[int] = field(default_factory=list)
@@ -125,8 +127,8 @@ class Outcome:
     per_second: bool = False
     debug: list[tuple[int, float, float]] = field(default_factory=list)
 
-    def percentile(self, q: float) -> float:
-        ordered = sorted(self.latencies)
+    def percentile(self, q: float, values: array[float] | None = None) -> float:
+        ordered = sorted(self.latencies if values is None else values)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
     def summary(self) -> dict[str, Any]:
@@ -138,6 +140,8 @@ class Outcome:
             "text_events_measured": len(self.latencies), "text_events_caught_up": self.caught_up,
             "latency_ms": {name: round(self.percentile(q) * 1000, 1)
                            for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
+            "stream_start_ms": {name: round(self.percentile(q, self.start_times) * 1000, 1)
+                                for name, q in (("p50", 0.5), ("p99", 0.99))},
             "duration_s": round(self.duration, 1),
             "server_cpu_cores": [round(c, 2) for c in self.server_cpu],
             "rss_before_mb": [round(r / 2**20, 1) for r in self.rss_before],
@@ -157,12 +161,16 @@ class Stream:
     def __init__(self, outcome: Outcome) -> None:
         self.outcome = outcome
         self.opened_at = 0.0
-        """When the request that reads the stream was sent: earlier events reach it as catch-up."""
+        """When the server began streaming to this client (its headers came): earlier events are read back from
+        the log as catch-up, not delivered live."""
         self.expected_index = 1
         self.run = b""
         self.texts = 0
         self.finished = False
         self.completed = False
+
+    def on_headers(self, _status: int, received_at: float) -> None:
+        self.opened_at = received_at
 
     def on_event(self, event_id: bytes, data: bytes, received_at: float) -> None:
         outcome = self.outcome
@@ -182,8 +190,8 @@ class Stream:
             self.texts += 1
             created = float(found.group(1))
             if created < self.opened_at:
-                # Written before this client asked (a follower connects after the POST that started the run):
-                # read back from the log, not delivered live, so not an added latency of the live path.
+                # Written before the server began streaming to this client (a follower asks after the POST that
+                # started the run): read back from the log, not delivered live. The wait is in `start_times`.
                 outcome.caught_up += 1
                 return
             latency = received_at - created
@@ -250,10 +258,11 @@ async def run_scenario(name: str, servers: list[Server], provider: subprocess.Po
         seen = Stream(outcome)
         body = json.dumps({"client_message_id": f"load-{number}", "text": f"stream {number}"}).encode()
         try:
-            seen.opened_at = time.time()
+            asked = time.time()
             if follower is runner:
                 stream = await open_stream(*runner.host_port, "POST", f"/api/chats/{chat}/messages",
-                                           headers=headers, body=body, on_event=seen.on_event)
+                                           headers=headers, body=body, on_event=seen.on_event,
+                                           on_headers=seen.on_headers)
             else:
                 posted = await open_stream(*runner.host_port, "POST", f"/api/chats/{chat}/messages",
                                            headers=headers, body=body, on_event=lambda *_: None)
@@ -261,13 +270,14 @@ async def run_scenario(name: str, servers: list[Server], provider: subprocess.Po
                 if posted.status != 200:
                     outcome.errors.append(f"POST answered {posted.status}")
                     return
-                seen.opened_at = time.time()
+                asked = time.time()
                 stream = await open_stream(*follower.host_port, "GET", f"/api/chats/{chat}/stream",
-                                           headers=headers, on_event=seen.on_event)
+                                           headers=headers, on_event=seen.on_event, on_headers=seen.on_headers)
             if stream.status != 200:
                 outcome.errors.append(f"{chat}: status {stream.status}")
                 stream.close()
                 return
+            outcome.start_times.append(seen.opened_at - asked)
             await stream.closed
             if not seen.finished:
                 outcome.errors.append(f"{chat}: the stream closed before run_finished")

@@ -16,15 +16,17 @@ from collections.abc import Callable, Mapping
 __all__ = ["SSEStream", "open_stream"]
 
 OnEvent = Callable[[bytes, bytes, float], None]
+OnHeaders = Callable[[int, float], None]
 
 
 class SSEStream(asyncio.Protocol):
     """One streaming response; `headers_done` resolves with the status, `closed` when the body ended."""
 
-    def __init__(self, request: bytes, on_event: OnEvent) -> None:
+    def __init__(self, request: bytes, on_event: OnEvent, on_headers: OnHeaders | None = None) -> None:
         loop = asyncio.get_running_loop()
         self.request = request
         self.on_event = on_event
+        self.on_headers = on_headers
         self.headers_done: asyncio.Future[int] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
         self.status = 0
@@ -57,6 +59,8 @@ class SSEStream(asyncio.Protocol):
                 self.headers[name.strip().lower()] = value.strip()
             self._chunked = self.headers.get("transfer-encoding", "").lower() == "chunked"
             self.headers_done.set_result(self.status)
+            if self.on_headers is not None:  # before the events that came with the headers
+                self.on_headers(self.status, now)
         if self._chunked:
             self._raw += data
             self._dechunk()
@@ -121,14 +125,18 @@ class SSEStream(asyncio.Protocol):
 
 
 async def open_stream(host: str, port: int, method: str, path: str, *, headers: Mapping[str, str] | None = None,
-                      body: bytes | None = None, on_event: OnEvent) -> SSEStream:
-    """Send the request; returns once the response's headers are in (see `SSEStream.status`)."""
+                      body: bytes | None = None, on_event: OnEvent,
+                      on_headers: OnHeaders | None = None) -> SSEStream:
+    """Send the request; returns once the response's headers are in (see `SSEStream.status`).
+
+    `on_headers(status, received_at)` is called when the headers are in, before any event.
+    """
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Accept: text/event-stream"]
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
     if body is not None:
         lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
     request = ("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b"")
     loop = asyncio.get_running_loop()
-    _transport, stream = await loop.create_connection(lambda: SSEStream(request, on_event), host, port)
+    _transport, stream = await loop.create_connection(lambda: SSEStream(request, on_event, on_headers), host, port)
     await stream.headers_done
     return stream
