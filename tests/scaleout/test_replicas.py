@@ -15,7 +15,7 @@ import anyio
 import httpx
 import orjson
 import pytest
-from bench.load.sse_client import open_stream
+from bench.load.sse_client import SSEStream, open_stream
 
 from tests.redis_server import RedisServer
 from tests.server.support import TOKENS, Api, Event, GateServer, ServerProcess, calls, read_events, text, until
@@ -243,16 +243,17 @@ async def test_redis_connections_stay_bounded_with_a_thousand_followers(replica:
                     if event.type == "tool_started":
                         break
     host, port = b.url.removeprefix("http://").split(":")
-    received: dict[int, list[bytes]] = {}
-    streams = []
-    for number in range(chats_count * per_chat):
-        received[number] = []
-        chat = chats[number % chats_count]
-        stream = await open_stream(host, int(port), "GET", f"/api/chats/{chat}/stream",
-                                   headers={"Authorization": f"Bearer {TOKENS['alice']}"},
-                                   on_event=lambda event_id, _data, _at, n=number: received[n].append(event_id))
-        assert stream.status == 200
-        streams.append(stream)
+    received: dict[int, list[bytes]] = {number: [] for number in range(chats_count * per_chat)}
+
+    async def follow(number: int) -> SSEStream:
+        return await open_stream(host, int(port), "GET", f"/api/chats/{chats[number % chats_count]}/stream",
+                                 headers={"Authorization": f"Bearer {TOKENS['alice']}"},
+                                 on_event=lambda event_id, _data, _at: received[number].append(event_id))
+
+    streams: list[SSEStream] = []
+    for first in range(0, len(received), 100):  # a hundred at a time: the followers connect in parallel
+        streams += await asyncio.gather(*(follow(n) for n in range(first, min(first + 100, len(received)))))
+    assert all(stream.status == 200 for stream in streams)
     await until(lambda: all(received.values()), timeout=30)
     clients = redis_server.command("CLIENT", "LIST")
     per_process: dict[str, int] = {}
