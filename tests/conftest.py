@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.databases import db_url as db_url, postgres_cluster as postgres_cluster  # shared database fixtures
+from tests.redis_server import redis_server as redis_server
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 """Recorded provider streams, read in place (never copied into the repository)."""

@@ -129,3 +129,15 @@ async def test_rate_limits_refill_over_time() -> None:
     assert await limiter.acquire("other", "runs") is None
     await limiter.spend("u", "tool_calls", 61)
     assert (await limiter.acquire("u", "tool_calls") or 0) > 0
+
+
+def test_a_run_failed_by_another_library_says_so_without_its_code_or_message() -> None:
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    from toolwire.server.runner import _describe
+    from toolwire.store import StoreError
+
+    pool = _describe(PoolTimeout("QueuePool limit of size 5 overflow 10 reached, connection timed out"))
+    assert pool["code"] == "internal_error" and "QueuePool" not in pool["message"]
+    assert "TimeoutError" in pool["message"] and "try again" in pool["message"]
+    assert _describe(StoreError("The database is away.")) == {"code": "store_error", "message": "The database is away."}

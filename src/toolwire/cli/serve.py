@@ -14,8 +14,14 @@ which case it says which model it picked (`--model fake` keeps the fake). Withou
 (their tools are listed again when a server announces a change); a server that cannot be reached stops
 the start with one line. The demo tools are offered only when neither `--tools` nor an MCP server is.
 
-Ctrl-C (or SIGTERM) stops accepting runs, interrupts the running ones (each records its end and its
-followers get `run_finished`), then exits.
+Several replicas share one PostgreSQL database and one Redis (`--redis redis://...`): each chat's live
+event stream, cancellations and rate limits go through Redis, so any replica can follow, resume and
+cancel any run. A server without `--redis` must be alone on its database, and says so at start-up
+(`toolwire.server.replicas`).
+
+Ctrl-C (or SIGTERM) stops accepting runs (`/readyz` turns 503), lets running ones finish for up to
+`--drain-seconds`, interrupts what is left (each records its end and its followers get `run_finished`),
+then exits. A second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
 
 _FAKE = "fake"
 
+_MODEL_CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+"""Every run streams from the model on a connection of its own, and the server runs many at once: httpx's
+default cap (100 connections) would make the 101st run wait for a free one. The runs themselves are the
+bound (`--runs-per-minute` per user)."""
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the chat server (HTTP API, event stream, web client)",
@@ -50,6 +61,9 @@ def add_parser(sub: Any) -> None:
                                    "fake model with the demo tools.")
     p.add_argument("--db", default="toolwire.db", metavar="URL",
                    help="sqlite:///path.db (or a path), or postgresql://user:password@host/db (default: toolwire.db)")
+    p.add_argument("--redis", default=None, metavar="URL",
+                   help="redis://host:6379/0: share live event streams, cancellations and rate limits with the other "
+                        "replicas on the same database (needed for more than one server process)")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="the port (default: 8000; 0 picks a free one)")
     p.add_argument("--model", "-m", default=None, metavar="PROVIDER:MODEL",
@@ -70,6 +84,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--heartbeat-seconds", type=float, default=15.0, help="idle time before a `: ping` (default: 15)")
     p.add_argument("--max-events-per-chat", type=int, default=10_000,
                    help="events kept per chat for resuming streams (older event ids get 410)")
+    p.add_argument("--event-retention", type=float, default=900.0, metavar="SECONDS",
+                   help="how long a chat's events are kept for resuming after its run ended (default: 900)")
+    p.add_argument("--drain-seconds", type=float, default=0.0, metavar="SECONDS",
+                   help="on SIGTERM, how long running runs may go on to finish before they are interrupted")
+    p.add_argument("--replica-wait", type=float, default=10.0, metavar="SECONDS",
+                   help="at start-up, how long to wait for another server on the same database to go away")
+    p.add_argument("--max-runs", type=int, default=None, metavar="N",
+                   help="the most runs this process executes at once; more get 503 server_busy (default: no cap)")
     p.add_argument("--max-tool-concurrency", type=int, default=8, help="tool calls running at once per chat")
     p.add_argument("--runs-per-minute", type=int, default=60, help="runs one user may start per minute")
     p.add_argument("--tool-calls-per-minute", type=int, default=600, help="tool calls one user may start per minute")
@@ -134,7 +156,9 @@ async def _model(args: argparse.Namespace, spec: str, factory_clients: list[http
         tuple[Model, str]]:
     if spec != _FAKE:
         check_model(spec, api_key=args.api_key)
-        yield get_model(spec, api_key=args.api_key, base_url=args.base_url), spec
+        client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0), limits=_MODEL_CONNECTIONS)
+        factory_clients.append(client)
+        yield get_model(spec, api_key=args.api_key, base_url=args.base_url, http_client=client), spec
         return
     from ..testing import FakeProviderServer
     from ._offline import DemoResponder
@@ -142,7 +166,7 @@ async def _model(args: argparse.Namespace, spec: str, factory_clients: list[http
     responder = DemoResponder(delay=args.fake_delay)
     async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
         # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
-        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0))
+        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0), limits=_MODEL_CONNECTIONS)
         factory_clients.append(client)
         yield (get_model(f"{server.provider}:demo-model", base_url=server.base_url, api_key="demo",
                          http_client=client),
@@ -201,7 +225,16 @@ async def _serve(args: argparse.Namespace) -> None:
                     tool_calls_per_minute=args.tool_calls_per_minute,
                     max_tool_result_bytes=args.max_tool_result_bytes, redact=tuple(secrets))
     config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
-                          max_events_per_chat=args.max_events_per_chat, cors_origins=tuple(args.cors_origin))
+                          max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
+                          drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
+                          max_runs=args.max_runs, cors_origins=tuple(args.cors_origin))
+    shared: dict[str, Any] = {}
+    if args.redis:
+        from ..server.redis import RedisBackends
+
+        shared = RedisBackends(args.redis, max_events_per_chat=args.max_events_per_chat,
+                               retention_seconds=args.event_retention, runs_per_minute=args.runs_per_minute,
+                               tool_calls_per_minute=args.tool_calls_per_minute).app_options()
     sock = _listen(args.host, args.port)
     clients: list[httpx.AsyncClient] = []
     async with AsyncExitStack() as opened, _model(args, spec, clients) as (model, described):
@@ -210,12 +243,13 @@ async def _serve(args: argparse.Namespace) -> None:
             await opened.enter_async_context(toolset)
         factory = _Factory(model=model, tools=tools, system=system, max_steps=args.max_steps,
                            tool_timeout=args.tool_timeout, toolsets=toolsets, clients=clients)
-        app = create_app(factory, store=store, tokens=tokens, config=config)
-        manager = app.state.toolwire.manager
+        app = create_app(factory, store=store, tokens=tokens, config=config, **shared)
+        state = app.state.toolwire
         uv_config = uvicorn.Config(app, http="httptools", lifespan="on", log_level=args.log_level,
                                    access_log=args.log_level in ("debug", "info"), ws="none",
                                    timeout_graceful_shutdown=int(config.shutdown_grace_seconds) + 2)
-        server = _uvicorn_server(uv_config, manager.begin_shutdown)
+        server = _uvicorn_server(uv_config, state.manager.drain)
+        _quiet_startup_failure(state)
         port = sock.getsockname()[1]
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
         base = f"http://{'[' + shown + ']' if ':' in shown else shown}:{port}"
@@ -237,24 +271,50 @@ async def _serve(args: argparse.Namespace) -> None:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(announce)
-            await server.serve(sockets=[sock])
+            try:
+                await server.serve(sockets=[sock])
+            except SystemExit:  # uvicorn's exit when the app's start-up failed
+                if state.startup_error is None:
+                    raise
             tg.cancel_scope.cancel()
+        if state.startup_error is not None:
+            raise state.startup_error
 
 
-def _uvicorn_server(config: Any, on_exit: Callable[[], Coroutine[Any, Any, None]]) -> Any:
-    """uvicorn's server, also telling the run manager to wind down the moment a stop is asked for, so that
-    streams end (with `run_finished`) instead of holding the shutdown until its timeout."""
+def _quiet_startup_failure(state: Any) -> None:
+    """When start-up fails with a toolwire error (Redis unreachable, another server on the database), the
+    command prints its sentence; uvicorn's own report of it (a traceback) is left out."""
+    import logging
+
+    def keep(record: logging.LogRecord) -> bool:
+        return state.startup_error is None
+
+    logging.getLogger("uvicorn.error").addFilter(keep)
+
+
+def _uvicorn_server(config: Any, drain: Callable[[], Coroutine[Any, Any, None]]) -> Any:
+    """uvicorn's server, telling the run manager to wind down the moment a stop is asked for: it refuses new
+    runs and, after the drain, interrupts the running ones, so that streams end (with `run_finished`)
+    instead of holding the shutdown until its timeout. uvicorn itself stops (closing its listening socket)
+    once the drain is over; a second signal stops it at once."""
     import uvicorn
 
     tasks: set[asyncio.Task[None]] = set()
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
-            if not self.should_exit:
-                task = asyncio.get_running_loop().create_task(on_exit())
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            super().handle_exit(sig, frame)
+            if tasks or self.should_exit:
+                super().handle_exit(sig, frame)
+                return
+
+            async def wind_down() -> None:
+                try:
+                    await drain()
+                finally:
+                    super(Server, self).handle_exit(sig, frame)
+
+            task = asyncio.get_running_loop().create_task(wind_down())
+            tasks.add(task)
 
     return Server(config)
 

@@ -15,7 +15,8 @@ manager: leases, recovery, ordering), `runner` (one run, persisted and published
 (the event vocabulary), `eventlog` (cursors and the per-chat log), `sse` (following and streaming),
 `encode/` (one encoder per browser protocol: native, the Vercel AI SDK's UI message stream, AG-UI),
 `protocol_routes` (the Vercel and AG-UI endpoints), `approvals` (the paused state), `auth`, `limits`,
-`signals`, `schemas` (request bodies and the OpenAPI document), `errors`.
+`signals`, `schemas` (request bodies and the OpenAPI document), `errors`, `replicas` (the database lock:
+one server alone, or replicas), `redis/` (the event log, signals and rate limits of several replicas).
 """
 
 from .app import WEB_DIR as WEB_DIR, ServerConfig as ServerConfig, create_app as create_app

@@ -8,9 +8,11 @@
 
     app = create_app(make_agent, store="sqlite:///chats.db", tokens={"alice": ["a-long-random-token"]})
 
-The app's lifespan opens the store (running migrations), registers the configured tokens, starts the
-run manager (which first recovers runs a dead process left) and, on shutdown, interrupts running runs
-so that they record their end and their followers close, then closes the store.
+The app's lifespan opens the store (running migrations), takes the server's lock on its database (one
+server alone, or replicas sharing a log: `replicas`), registers the configured tokens, starts the event
+log, signals and rate limiter when they have a `start(task_group)` (the Redis ones connect there), starts
+the run manager (which first recovers runs a dead process left) and, on shutdown, interrupts running
+runs so that they record their end and their followers close, then closes everything.
 
 With `toolwire.telemetry.instrument()` on, each request gets a SERVER span (`server/tracing.py`) and
 each run's `invoke_agent` span is a child of the request that started it.
@@ -34,11 +36,13 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ..exceptions import ToolwireError
 from ..store import SQLStore, Store
 from .errors import ApiError, handle_api_error, handle_http_exception, handle_unexpected
 from .eventlog import EventLog, InMemoryEventLog
 from .limits import Limits, MemoryRateLimiter, RateLimiter, ResultPolicy
 from .protocol_routes import agui_run, vercel_chat, vercel_history, vercel_stop, vercel_stream
+from .replicas import hold_replica_lock
 from .routes import (
     ServerState,
     cancel_run,
@@ -79,6 +83,13 @@ class ServerConfig:
             stays busy after a crash.
         heartbeat_seconds: Idle time after which a follower gets a `: ping` comment.
         shutdown_grace_seconds: On shutdown, how long running runs get to record their end.
+        drain_seconds: On a stop asked for by a signal (`toolwire serve`), how long running runs may go on
+            to finish by themselves, while `/readyz` says 503 and new runs are refused, before they are
+            interrupted (0: interrupted at once).
+        replica_wait_seconds: At start-up, how long to wait for the database's server lock (see
+            `replicas`) before failing.
+        max_runs: The most runs this process executes at once; beyond, new runs get 503 `server_busy`
+            (a replica at capacity sheds load instead of slowing every stream it serves). `None`: no cap.
         max_events_per_chat: Events kept per chat in the in-memory log (older cursors get 410).
         log_retention_seconds: How long a chat's events are kept after its last run ended.
         web_dir: The web client's folder (`None` to serve none).
@@ -90,6 +101,9 @@ class ServerConfig:
     lease_seconds: float = 15.0
     heartbeat_seconds: float = 15.0
     shutdown_grace_seconds: float = 5.0
+    drain_seconds: float = 0.0
+    replica_wait_seconds: float = 10.0
+    max_runs: int | None = None
     max_events_per_chat: int = 10_000
     log_retention_seconds: float = 900.0
     web_dir: Path | None = WEB_DIR
@@ -129,29 +143,45 @@ def create_app(
         store=the_store, log=log, signals=signals or LocalSignals(), factory=agent_factory, limits=limits,
         limiter=rate_limiter or MemoryRateLimiter(limits.runs_per_minute, limits.tool_calls_per_minute),
         policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
-        lease_seconds=config.lease_seconds,
+        lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds, max_runs=config.max_runs,
     )
     state = ServerState(store=the_store, manager=manager, log=log, limits=limits, heartbeat=config.heartbeat_seconds,
                         openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),
                         web_dir=config.web_dir)
 
+    # The log, signals and limiter may be one object or share a connection: each is started and closed once.
+    components = list({id(c): c for c in (log, manager.signals, manager.limiter)}.values())
+
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         await the_store.open()
         try:
-            if tokens is not None:
-                await the_store.replace_tokens(tokens)
-            async with anyio.create_task_group() as tg:
-                await manager.start(tg)
-                try:
-                    yield
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await manager.begin_shutdown()
-                        await manager.wait_idle(config.shutdown_grace_seconds)
-                    tg.cancel_scope.cancel()
+            async with hold_replica_lock(the_store, shared=bool(getattr(log, "shared", False)),
+                                         wait_seconds=config.replica_wait_seconds):
+                if tokens is not None:
+                    await the_store.replace_tokens(tokens)
+                async with anyio.create_task_group() as tg:
+                    for component in components:
+                        start = getattr(component, "start", None)
+                        if start is not None:
+                            await start(tg)
+                    await manager.start(tg)
+                    try:
+                        yield
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await manager.begin_shutdown()
+                            await manager.wait_idle(config.shutdown_grace_seconds)
+                        tg.cancel_scope.cancel()
+        except ToolwireError as exc:
+            state.startup_error = exc  # `toolwire serve` prints it as one sentence
+            raise
         finally:
             with anyio.CancelScope(shield=True):
+                for component in components:
+                    aclose = getattr(component, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
                 closer = getattr(agent_factory, "aclose", None)
                 if closer is not None:
                     outcome = closer()

@@ -70,7 +70,23 @@ async def handle_http_exception(_request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, code, message, exc.headers)
 
 
+def _overloaded(exc: Exception) -> bool:
+    """The database pool had no free connection in time, or Redis did not answer: the server is overloaded
+    or a service is away for a moment, which a retry (here or on another replica) may not meet."""
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    if isinstance(exc, PoolTimeout):
+        return True
+    kind = type(exc)
+    return kind.__module__.startswith("redis.") and kind.__name__ in ("ConnectionError", "TimeoutError")
+
+
 async def handle_unexpected(request: Request, exc: Exception) -> Response:
+    if _overloaded(exc):
+        logger.warning("Answered %s %s with 503: %s", request.method, request.url.path, exc)
+        return error_response(503, "unavailable", "The server is too busy to answer this request right now (or its "
+                                                  "database or Redis did not answer in time); try again in a moment.",
+                              {"Retry-After": "2"})
     logger.exception("Unexpected error while answering %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "The server failed while answering this request; the failure was "
                                                  "logged. Try again, and report it if it persists.")

@@ -24,6 +24,7 @@ from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
+import orjson
 
 __all__ = ["Cursor", "CursorExpired", "EventLog", "InMemoryEventLog", "LogEntry", "Position"]
 
@@ -50,14 +51,50 @@ class Cursor:
         return cls(int(match.group(1)), int(match.group(2)))
 
 
-@dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One published event: its cursor, its type, the event as data and as JSON bytes (encoded once)."""
+    """One published event: its cursor, its type and its JSON bytes (encoded once, shared by every follower).
+
+    `event` is the event as a mapping, read from the JSON bytes each time it is asked for: a log keeps
+    many thousands of entries, and the bytes alone are a third of the memory the parsed event would
+    add. The native encoder never asks for it.
+    """
+
+    __slots__ = ("cursor", "data", "type")
 
     cursor: Cursor
     type: str
-    event: Mapping[str, Any]
     data: bytes
+
+    def __init__(self, cursor: Cursor, type: str, event: Mapping[str, Any] | None = None,
+                 data: bytes | None = None) -> None:
+        if data is None:
+            if event is None:
+                raise TypeError("A LogEntry needs the event or its JSON bytes.")
+            data = orjson.dumps(event)
+        # orjson hands out its whole write buffer (kilobytes for a small event); a kept entry keeps a copy
+        # of just the bytes.
+        object.__setattr__(self, "cursor", cursor)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "data", bytes(memoryview(data)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("LogEntry is immutable.")
+
+    @property
+    def event(self) -> dict[str, Any]:
+        event: dict[str, Any] = orjson.loads(self.data)
+        return event
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LogEntry):
+            return NotImplemented
+        return (self.cursor, self.type, self.data) == (other.cursor, other.type, other.data)
+
+    def __hash__(self) -> int:
+        return hash((self.cursor, self.type, self.data))
+
+    def __repr__(self) -> str:
+        return f"LogEntry({self.cursor}, {self.type!r}, {self.data[:80]!r})"
 
 
 class CursorExpired(Exception):
@@ -122,9 +159,15 @@ class _ChatLog:
     """Absolute position of each run's first event."""
     run_length: dict[int, int] = field(default_factory=dict)
     changed: anyio.Event = field(default_factory=anyio.Event)
+    waiters: int = 0
+    """Followers waiting on `changed` (without any, an append makes no new event)."""
     touched: float = field(default_factory=time.monotonic)
     finished: bool = True
     """The last run published its `run_finished` (the chat may be forgotten once idle)."""
+    tail: Cursor | None = None
+    """The cursor of the last entry (or where the log was seeded, before any entry)."""
+    tail_type: str | None = None
+    """The type of the last entry (`None` for a seeded log without entries)."""
 
     @property
     def end(self) -> int:
@@ -167,6 +210,8 @@ class InMemoryEventLog:
             log.run_length[run] = entry.cursor.index
             log.entries.append(entry)
             log.finished = entry.type == "run_finished"
+        if entries:
+            log.tail, log.tail_type = entries[-1].cursor, entries[-1].type
         self._total += len(entries)
         log.touched = time.monotonic()
         excess = len(log.entries) - self.max_events_per_chat
@@ -174,8 +219,9 @@ class InMemoryEventLog:
             del log.entries[:excess]
             log.offset += excess
             self._total -= excess
-        log.changed.set()
-        log.changed = anyio.Event()
+        if log.waiters:
+            log.changed.set()
+            log.changed = anyio.Event()
         self._evict(keep=chat_id)
 
     def _evict(self, keep: str) -> None:
@@ -217,8 +263,12 @@ class InMemoryEventLog:
             return False
         if self._has_after(log, after):
             return True
-        with anyio.move_on_after(timeout):
-            await log.changed.wait()
+        log.waiters += 1
+        try:
+            with anyio.move_on_after(timeout):
+                await log.changed.wait()
+        finally:
+            log.waiters -= 1
         current = self._chats.get(chat_id)
         return (current is not None and self._has_after(current, after)) or current is not log
 
@@ -249,6 +299,28 @@ class InMemoryEventLog:
         return sorted(r for r in log.run_start if r > run) if log is not None else []
 
     async def discard(self, chat_id: str) -> None:
+        self._forget(chat_id)
+
+    # -- a partial copy of a log kept elsewhere (the Redis log keeps one per chat it serves) ------
+
+    def seed(self, chat_id: str, before: Cursor) -> None:
+        """Start (or restart) the chat's log empty, positioned just after `before`: the next entry appended
+        must be the one following it, and reading after `before` works (earlier cursors are `EXPIRED`)."""
+        self._forget(chat_id)
+        log = self._chats[chat_id] = _ChatLog(tail=before)
+        log.run_start[before.run] = -before.index
+        log.run_length[before.run] = before.index
+
+    def tail(self, chat_id: str) -> tuple[Cursor | None, str | None] | None:
+        """The chat's last cursor and its entry's type (`None` as type when only seeded); `None` if not held."""
+        log = self._chats.get(chat_id)
+        return (log.tail, log.tail_type) if log is not None else None
+
+    def holds(self, chat_id: str) -> bool:
+        return chat_id in self._chats
+
+    def forget(self, chat_id: str) -> None:
+        """Drop the chat's log (its waiters wake up and read again)."""
         self._forget(chat_id)
 
     def sweep(self) -> None:

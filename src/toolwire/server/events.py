@@ -79,7 +79,7 @@ class RunPublisher:
         self._index += 1
         data["run_id"] = self.run_id
         data["step"] = step
-        return LogEntry(Cursor(self.run_number, self._index), data["type"], data, orjson.dumps(data))
+        return LogEntry(Cursor(self.run_number, self._index), data["type"], data=orjson.dumps(data))
 
     async def event(self, event: Event, step: int | None) -> LogEntry:
         """Publish a model or agent event."""

@@ -42,6 +42,8 @@ class ServerState:
     heartbeat: float
     openapi: bytes
     web_dir: Path | None
+    startup_error: Exception | None = None
+    """Why the app's start-up failed (read by `toolwire serve` to say it in one sentence)."""
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -392,7 +392,9 @@ def _ending(outcome: _Outcome) -> tuple[Literal["completed", "cancelled", "faile
 
 
 def _describe(error: Exception) -> dict[str, str]:
-    code = getattr(error, "code", None)
+    # Only toolwire's own errors name a code and say something meant for the user; other libraries' `code`
+    # (SQLAlchemy's "3o7r" for an exhausted pool, say) and messages stay in the server's log.
+    code = getattr(error, "code", None) if isinstance(error, ToolwireError) else None
     if isinstance(code, str):
         return {"code": code, "message": str(error)}
     if isinstance(error, ProviderError):

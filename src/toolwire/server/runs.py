@@ -6,10 +6,12 @@ event log. The manager also
 - keeps the leases of its runs alive, and recovers runs whose lease expired (their process died):
   on start-up and then every few seconds (`Store.recover_run`);
 - orders each chat's runs in the log: a run's `run_started` is published only after the previous
-  run's `run_finished` (a resumed run can be started the moment its approvals are decided);
+  run's `run_finished` (a resumed run can be started the moment its approvals are decided; with
+  several replicas the previous run may have ended on another one, or been recovered there: then
+  the log itself is watched for its `run_finished`);
 - applies the per-user rate limits before a run is stored;
 - on shutdown stops accepting runs and interrupts the running ones (each still records its end and
-  publishes `run_finished`), so followers close.
+  publishes `run_finished`), so followers close; `drain` first lets them finish for a while.
 
 What another process would have to share (several replicas) is behind interfaces: the `Store`
 (leases, one active run per chat, approvals), the `EventLog`, the `RunSignals` (cancel) and the
@@ -30,7 +32,7 @@ from ..messages import Message
 from ..store import Chat, Decision, MessageRow, Recovered, Run, Store, StoreError, User, new_id
 from .approvals import resume_arguments, resumed_view
 from .errors import ApiError, store_error
-from .eventlog import EventLog
+from .eventlog import Cursor, CursorExpired, EventLog
 from .events import RunPublisher, usage_dict
 from .limits import Limits, RateKind, RateLimiter, ResultPolicy
 from .runner import AgentFactory, Runner
@@ -74,6 +76,8 @@ class RunManager:
         policy: ResultPolicy,
         lease_seconds: float = 15.0,
         owner: str | None = None,
+        drain_seconds: float = 0.0,
+        max_runs: int | None = None,
     ) -> None:
         self.store = store
         self.log = log
@@ -84,6 +88,8 @@ class RunManager:
         self.policy = policy
         self.lease_seconds = lease_seconds
         self.owner = owner or new_id("proc")
+        self.drain_seconds = drain_seconds
+        self.max_runs = max_runs
         self.accepting = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._local: dict[str, _Local] = {}
@@ -97,6 +103,15 @@ class RunManager:
         await self.recover_expired()
         self.accepting = True
         tg.start_soon(self._maintain)
+
+    async def drain(self) -> None:
+        """Refuse new runs (`/readyz` says 503), let running ones finish for up to `drain_seconds`, then
+        interrupt what is left. A load balancer meanwhile sends new requests to the other replicas."""
+        self.accepting = False
+        if self.drain_seconds > 0 and self._local:
+            logger.warning("Stopping: %d run(s) get up to %.0f s to finish", len(self._local), self.drain_seconds)
+            await self.wait_idle(self.drain_seconds)
+        await self.begin_shutdown()
 
     async def begin_shutdown(self) -> None:
         """Refuse new runs and interrupt the running ones (they record their end and publish it)."""
@@ -161,6 +176,10 @@ class RunManager:
         if not self.accepting:
             raise ApiError(503, "shutting_down", "The server is shutting down and starts no new runs; try again in "
                                                  "a moment (another server may take the request).")
+        if self.max_runs is not None and len(self._local) >= self.max_runs:
+            # A replica at capacity sheds the run; the load balancer (or the client) tries another.
+            raise ApiError(503, "server_busy", f"This server is running as many runs as it takes ({self.max_runs}); "
+                                               "try again in a moment.", headers={"Retry-After": "1"})
         kinds: tuple[RateKind, ...] = ("tool_calls", "runs")
         for kind in kinds:
             wait = await self.limiter.acquire(user.id, kind)
@@ -207,6 +226,8 @@ class RunManager:
         if previous is not None:
             with anyio.move_on_after(_CHAIN_WAIT):
                 await previous.wait()
+        elif run.run_number > 1:
+            await self._previous_end_published(chat_id, run.run_number - 1)
         done = anyio.Event()
         self._chat_last[chat_id] = done
         self._local[run.id] = _Local(chat_id=chat_id, run_number=run.run_number, done=done)
@@ -220,6 +241,22 @@ class RunManager:
                         max_parallel_tools=self.limits.max_tool_concurrency,
                         resume=resume, trace_context=telemetry.capture_context())  # type: ignore[arg-type]
         self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
+
+    async def _previous_end_published(self, chat_id: str, previous: int) -> None:
+        """Wait (up to `_CHAIN_WAIT`) until the log holds the previous run's `run_finished`, if it holds that run:
+        it may have ended on another replica a moment ago, its `run_finished` not yet written."""
+        with anyio.move_on_after(_CHAIN_WAIT):
+            while True:
+                last = await self.log.last_cursor(chat_id, previous)
+                if last is None:
+                    return
+                try:
+                    [entry] = await self.log.read_after(chat_id, Cursor(previous, last.index - 1), limit=1)
+                except (CursorExpired, ValueError):
+                    return
+                if entry.type == "run_finished":
+                    return
+                await self.log.wait(chat_id, last, 1.0)
 
     async def _drive(self, runner: Runner, run_id: str, chat_id: str, done: anyio.Event) -> None:
         try:
@@ -253,8 +290,11 @@ class RunManager:
         if active is not None:
             await self.signals.cancel(active.id, "cancel")
             local = self._local.get(active.id)
-            if local is not None:
-                with anyio.move_on_after(_CHAIN_WAIT):
+            with anyio.move_on_after(_CHAIN_WAIT):
+                if local is not None:
                     await local.done.wait()
+                else:  # running on another replica: it records its end there
+                    while (await self.store.active_run(chat.id)) is not None:  # noqa: ASYNC110 - another process
+                        await anyio.sleep(0.05)
         await self.store.delete_chat(user.id, chat.id)
         await self.log.discard(chat.id)

@@ -217,7 +217,8 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                                            "422": _error_response("A field is not valid.")})
         return operation
 
-    run_started = {"409": _error_response("A run is active or paused."), "429": _error_response("Rate limited.")}
+    run_started = {"409": _error_response("A run is active or paused."), "429": _error_response("Rate limited."),
+                   "503": _error_response("Shutting down, or running as many runs as it takes: try again.")}
     paths: dict[str, Any] = {
         "/api/chats": {
             "post": op("Create a chat", {"201": _json(_REF.format(model="Chat"), "Created")}, body="ChatCreate"),

@@ -25,6 +25,9 @@ __all__ = ["SSE_HEADERS", "Encoder", "EventStreamResponse", "follow"]
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
+_READ_LIMIT = 512
+"""Entries read from the log at once."""
+
 _CATCH_UP_BYTES = 256 * 1024
 """The most bytes of already-published frames sent in one write."""
 
@@ -48,14 +51,19 @@ async def follow(log: EventLog, chat_id: str, after: Cursor, encoder: Encoder, *
     reconnecting with the last id then answers 410 and the client reloads the messages.
     """
     cursor = after
+    caught_up = False
     while True:
+        # After a read that reached the end of the log, wait first (it returns at once if more came
+        # meanwhile) instead of reading again to find nothing.
+        if caught_up and not await log.wait(chat_id, cursor, heartbeat):
+            yield encoder.heartbeat()
+            continue
         try:
-            entries = await log.read_after(chat_id, cursor)
+            entries = await log.read_after(chat_id, cursor, _READ_LIMIT)
         except CursorExpired:
             return
+        caught_up = len(entries) < _READ_LIMIT
         if not entries:
-            if not await log.wait(chat_id, cursor, heartbeat):
-                yield encoder.heartbeat()
             continue
         batch: list[bytes] = []
         size = 0

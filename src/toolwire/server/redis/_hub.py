@@ -1,0 +1,227 @@
+"""The Redis connections of one server process, and the one task that reads from Redis.
+
+Per process, however many followers it serves, there are:
+
+- one *reader* connection, used only by the reader task, which blocks in a single `XREAD` over every
+  stream this process follows: the chat streams that followers here wait on (and that no run of this
+  process writes), the signals stream (cancellations), and this process's wake-up stream. Whenever the
+  set of followed streams changes, one entry is added to the wake-up stream, so the blocked read
+  returns at once and starts over with the new set;
+- a small *pool* (`max_connections`, 4 by default) for everything else: event writes (batched: all the
+  appends waiting at one moment go out in one pipeline), replays, the rate-limit script, signals.
+
+Nothing here opens a connection per follower, per chat or per run: `CLIENT LIST` shows at most
+`max_connections + 1` connections named `toolwire:<process>:...` per process.
+
+Whatever reads through the reader is a `StreamSource`: it says which streams it follows and from which
+entry id, and gets the entries the read returns. redis-py's asyncio client ties this package to the
+asyncio event loop (the server runs on it anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from ...exceptions import ToolwireError
+from ...store import new_id
+
+__all__ = ["RawEntry", "RedisHub", "RedisUnavailable", "StreamSource"]
+
+logger = logging.getLogger("toolwire.server")
+
+RawEntry = tuple[bytes, dict[bytes, bytes]]
+"""A stream entry as redis-py returns it: its id and its fields."""
+
+
+class RedisUnavailable(ToolwireError):
+    """Redis could not be reached (at start-up, or for longer than the retries allow)."""
+
+
+class StreamSource(Protocol):
+    """Something the reader reads streams for."""
+
+    async def opened(self, hub: RedisHub) -> None:
+        """Called once the hub is connected, before the reader starts."""
+        ...
+
+    def streams(self) -> dict[bytes, bytes]:
+        """The streams to read now (key → the id of the last entry already had)."""
+        ...
+
+    async def deliver(self, key: bytes, entries: list[RawEntry]) -> None:
+        """New entries of one of the streams."""
+        ...
+
+    def caught_up(self, keys: Sequence[bytes]) -> None:
+        """A read over these streams returned: everything written to them before it was delivered."""
+        ...
+
+
+def _redacted(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.rpartition("@")[2]
+    return f"{scheme}{sep}{rest}"
+
+
+class RedisHub:
+    """A Redis server shared by the event log, the signals and the rate limiter of one process.
+
+    Args:
+        url: `redis://[:password@]host:port/db` (or `rediss://` for TLS, `unix:///path.sock`).
+        prefix: Prefix of every key this server writes (several deployments may share one Redis).
+        max_connections: Size of the pool for writes, replays and scripts.
+        block_seconds: Longest a blocked `XREAD` waits before it starts over (it also returns at once
+            whenever there is something to read or the set of streams changes).
+    """
+
+    def __init__(self, url: str, *, prefix: str = "toolwire", max_connections: int = 4,
+                 block_seconds: float = 5.0) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.process_id = new_id("proc")
+        self.max_connections = max_connections
+        self.block_seconds = block_seconds
+        self.client: Any = None
+        self._pool: Any = None
+        self._reader: Any = None
+        self._sources: list[StreamSource] = []
+        self._owners: dict[bytes, StreamSource] = {}
+        self._wake_key = f"{prefix}:wake:{self.process_id}".encode()
+        self._wake_last = b"0-0"
+        self._started = False
+        self._closed = False
+        self.reads = 0
+        """How many `XREAD` calls the reader made (for tests and benchmarks)."""
+
+    def __repr__(self) -> str:
+        return f"RedisHub({_redacted(self.url)!r})"
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    def add_source(self, source: StreamSource) -> None:
+        self._sources.append(source)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
+        """Connect (failing with a sentence if Redis does not answer) and start the reader; idempotent."""
+        if self._started:
+            return
+        import redis.asyncio as aioredis
+
+        name = f"toolwire:{self.process_id}"
+        pool = aioredis.BlockingConnectionPool.from_url(self.url, max_connections=self.max_connections, timeout=30,
+                                                        client_name=f"{name}:pool", socket_connect_timeout=5)
+        self._pool = pool
+        self.client = aioredis.Redis(connection_pool=pool)
+        # The reader blocks for `block_seconds`: its socket timeout must be longer.
+        self._reader = aioredis.Redis.from_url(self.url, single_connection_client=True, client_name=f"{name}:reader",
+                                               socket_connect_timeout=5, socket_timeout=self.block_seconds + 30)
+        try:
+            with anyio.fail_after(10):
+                await self.client.ping()
+        except Exception as exc:
+            await self._close_clients()
+            raise RedisUnavailable(f"Cannot reach Redis at {_redacted(self.url)} ({exc or type(exc).__name__}); "
+                                   "start it, or correct the Redis URL (--redis).") from None
+        self._started = True
+        for source in self._sources:
+            await source.opened(self)
+        tg.start_soon(self._read_loop)
+
+    async def aclose(self) -> None:
+        """Close the connections (the reader task ends with the task group that runs it); idempotent."""
+        if self._closed or not self._started:
+            return
+        self._closed = True
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for client in (self._reader, self.client):
+                if client is not None:
+                    await client.aclose()
+            if self._pool is not None:
+                await self._pool.disconnect()
+
+    # -- the reader --------------------------------------------------------------------------
+
+    async def wake(self) -> None:
+        """Make the reader start its read over (the streams it should follow changed)."""
+        await self.client.execute_command("XADD", self._wake_key, "MAXLEN", "~", 16, "*", "w", 1)
+        await self.client.expire(self._wake_key, 3600)
+
+    async def _read_loop(self) -> None:
+        pause = 0.05
+        block_ms = int(self.block_seconds * 1000)
+        while True:
+            streams: dict[bytes, bytes] = {self._wake_key: self._wake_last}
+            owners: dict[bytes, StreamSource] = {}
+            for source in self._sources:
+                for key, last in source.streams().items():
+                    streams[key] = last
+                    owners[key] = source
+            self._owners = owners
+            keys = list(streams)
+            try:
+                reply = await self._reader.execute_command("XREAD", "COUNT", 512, "BLOCK", block_ms, "STREAMS",
+                                                           *keys, *streams.values())
+            except Exception as exc:  # Redis away for a moment: the connection is made again on the next read
+                logger.warning("Reading from Redis failed (%s); trying again in %.1f s", exc, pause)
+                await anyio.sleep(pause)
+                pause = min(2.0, pause * 2)
+                continue
+            pause = 0.05
+            self.reads += 1
+            for key, entries in _stream_entries(reply):
+                if key == self._wake_key:
+                    self._wake_last = entries[-1][0]
+                    continue
+                owner = owners.get(key)
+                if owner is not None and entries:
+                    try:
+                        await owner.deliver(key, entries)
+                    except Exception:  # one bad entry must not stop every follower of this process
+                        logger.exception("Delivering entries of %r failed", key)
+            if reply and len(keys) > 64:
+                # Each read costs in proportion to the streams it names: with many, let a few milliseconds of
+                # entries gather rather than read one entry at a time.
+                await anyio.sleep(min(0.005, len(keys) * 0.000005))
+            by_source: dict[int, list[bytes]] = {}
+            for key, source in owners.items():
+                by_source.setdefault(id(source), []).append(key)
+            for source in self._sources:
+                if id(source) in by_source:
+                    source.caught_up(by_source[id(source)])
+
+    async def connections(self) -> dict[str, int]:
+        """This process's connections to Redis as Redis sees them (`CLIENT LIST`), by role."""
+        listing = await self.client.execute_command("CLIENT", "LIST")
+        text = listing.decode() if isinstance(listing, bytes) else str(listing)
+        counts: dict[str, int] = {}
+        for line in text.splitlines():
+            fields = dict(item.partition("=")[::2] for item in line.split(" "))
+            name = fields.get("name", "")
+            if name.startswith(f"toolwire:{self.process_id}:"):
+                role = name.rpartition(":")[2]
+                counts[role] = counts.get(role, 0) + 1
+        return counts
+
+
+def _stream_entries(reply: Any) -> list[tuple[bytes, list[RawEntry]]]:
+    """`XREAD`'s answer as (key, entries) pairs (RESP2 gives a list of pairs, RESP3 a map)."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return [(key, list(value[0] if value and isinstance(value[0], list) else value)) for key, value in
+                reply.items()]
+    return [(key, list(entries)) for key, entries in reply]
+
+
