@@ -93,6 +93,11 @@ async def test_bad_bodies_get_clear_4xx_answers(serve: Callable[..., ServerProce
             assert error["message"].endswith((".", ".)")) and error["message"][0].isupper()
         bad_after = await api.client.get(url, params={"after": "-1"})
         assert bad_after.status_code == 400
+        misspelt = await api.client.get(url, params={"afterr": "3"})
+        assert misspelt.status_code == 400 and misspelt.json()["error"] == {
+            "code": "unknown_parameter", "message": "Unknown query parameter 'afterr': this endpoint takes only after."}
+        listed = await api.client.get("/api/chats", params={"limit": "5"})
+        assert listed.status_code == 400 and "takes no query parameters" in listed.json()["error"]["message"]
         assert (await api.rows(chat)) == []  # nothing of it was stored
 
 

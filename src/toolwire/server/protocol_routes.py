@@ -172,7 +172,7 @@ def _approval_responses(message: _UIMessage) -> list[Decision]:
 
 async def vercel_chat(request: Request) -> Response:
     """`POST /api/chat`: a user message starts a run; an assistant message with approval responses resumes one."""
-    server, user = await _caller(request)
+    server, user = await _caller(request, query=None)  # other protocols' clients: lenient
     body = await read_body(request, _ChatRequest, server.limits.max_body_bytes * _HISTORY_FACTOR)
     raw = body.message if body.message is not None else (body.messages[-1] if body.messages else None)
     if raw is None:
@@ -209,7 +209,7 @@ async def vercel_chat(request: Request) -> Response:
 
 async def vercel_stream(request: Request) -> Response:
     """`GET /api/chat/{id}/stream`: the active run's turn from its `start`, then live; 204 when nothing runs."""
-    server, user = await _caller(request)
+    server, user = await _caller(request, query=None)  # other protocols' clients: lenient
     chat = await _find_chat(server, user, request.path_params["chat_id"])
     active = await server.store.active_run(chat.id) if chat is not None else None
     if chat is None or active is None:
@@ -230,7 +230,7 @@ async def vercel_stream(request: Request) -> Response:
 
 async def vercel_stop(request: Request) -> Response:
     """`POST /api/chat/{id}/stop`: cancel the chat's running run (202), or 204 when nothing runs."""
-    server, user = await _caller(request)
+    server, user = await _caller(request, query=None)  # other protocols' clients: lenient
     chat = await _find_chat(server, user, request.path_params["chat_id"])
     if chat is None:
         raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
@@ -246,7 +246,7 @@ async def vercel_stop(request: Request) -> Response:
 
 async def vercel_history(request: Request) -> Response:
     """`GET /api/chat/{id}/messages`: the stored chat as `UIMessage`s (`useChat`'s initial `messages`)."""
-    server, user = await _caller(request)
+    server, user = await _caller(request, query=None)  # other protocols' clients: lenient
     chat = await _find_chat(server, user, request.path_params["chat_id"])
     if chat is None:
         return _json({"messages": []})
@@ -321,7 +321,7 @@ def _agui_text(content: Any) -> str:
 
 async def agui_run(request: Request) -> Response:
     """`POST /api/agui`: an AG-UI `RunAgentInput`; answers the run as AG-UI events."""
-    server, user = await _caller(request)
+    server, user = await _caller(request, query=None)  # other protocols' clients: lenient
     agent_input = await read_body(request, RunAgentInput, server.limits.max_body_bytes * _HISTORY_FACTOR)
     if agent_input.resume:
         decisions = _resume_decisions(agent_input)

@@ -55,9 +55,18 @@ def _server(request: Request) -> ServerState:
     return state
 
 
-async def _caller(request: Request) -> tuple[ServerState, User]:
+async def _caller(request: Request, *, query: tuple[str, ...] | None = ()) -> tuple[ServerState, User]:
+    """The server and the authenticated user; refuses query parameters other than `query` (None: any)."""
     server = _server(request)
-    return server, await authenticate(request, server.store)
+    user = await authenticate(request, server.store)
+    if query is not None:
+        unknown = sorted(set(request.query_params) - set(query))
+        if unknown:
+            # A misspelt parameter silently ignored would answer another question than the one asked.
+            takes = f"takes only {', '.join(query)}" if query else "takes no query parameters"
+            raise ApiError(400, "unknown_parameter", f"Unknown query parameter {unknown[0]!r}: this endpoint "
+                                                     f"{takes}.")
+    return server, user
 
 
 async def _chat(request: Request, server: ServerState, user: User) -> Chat:
@@ -135,7 +144,7 @@ async def delete_chat(request: Request) -> Response:
 # -- messages and runs ------------------------------------------------------------------------
 
 async def list_messages(request: Request) -> Response:
-    server, user = await _caller(request)
+    server, user = await _caller(request, query=("after",))
     chat = await _chat(request, server, user)
     after_text = request.query_params.get("after", "0").strip()
     if not after_text.isascii() or not after_text.isdigit():
@@ -203,7 +212,7 @@ async def post_message(request: Request) -> Response:
 
 
 async def stream(request: Request) -> Response:
-    server, user = await _caller(request)
+    server, user = await _caller(request, query=("after",))
     chat = await _chat(request, server, user)
     raw = request.headers.get("last-event-id") or request.query_params.get("after")
     try:

@@ -206,13 +206,16 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
 
     def op(summary: str, responses: dict[str, Any], *, body: str | None = None,
            parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        operation: dict[str, Any] = {"summary": summary, "security": auth, "responses": {**responses, **common}}
+        unknown = {"400": _error_response("A query parameter the operation does not take.")}
+        operation: dict[str, Any] = {"summary": summary, "security": auth,
+                                     "responses": {**unknown, **responses, **common}}
         if parameters:
             operation["parameters"] = parameters
         if body is not None:
             operation["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": {"$ref": _REF.format(model=body)}}}}
-            operation["responses"].update({"400": _error_response("The body is not JSON."),
+            operation["responses"].update({"400": _error_response("The body is not JSON, or a query parameter the "
+                                                                  "operation does not take."),
                                            "413": _error_response("The body is too large."),
                                            "422": _error_response("A field is not valid.")})
         return operation
@@ -240,7 +243,7 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                     "type": "object", "required": ["messages"], "properties": {
                         "messages": {"type": "array", "items": {"$ref": _REF.format(model="MessageRow")}},
                         "runs": {"type": "array", "items": {"$ref": _REF.format(model="RunSummary")}}}}}}},
-                "400": _error_response("`after` is not a number.")},
+                "400": _error_response("`after` is not a number, or another query parameter was given.")},
                 parameters=[chat_id, {"name": "after", "in": "query", "required": False,
                                       "schema": {"type": "integer", "minimum": 0}}]),
             "post": op("Send a message: starts a run and follows it", {"200": _SSE, **run_started},
