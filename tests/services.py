@@ -19,6 +19,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -211,3 +212,12 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> Non
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def interruptible() -> None:
+    """`preexec_fn` for a child that a test stops with Ctrl-C (SIGINT), as a user at a terminal would.
+
+    A parent that ignores SIGINT (a pytest-xdist worker, a job started in the background) passes the ignoring
+    on through exec, and Python then never raises KeyboardInterrupt; the child gets the terminal's default.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

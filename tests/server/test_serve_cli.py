@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.server.support import REPO, read_events
+from tests.services import interruptible
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +28,8 @@ def clean_env() -> dict[str, str]:
 def start_serve(folder: Path) -> tuple[subprocess.Popen[bytes], list[str]]:
     """`toolwire serve --port 0` in `folder`, and what it printed up to the URL to open."""
     process = subprocess.Popen([sys.executable, "-m", "toolwire", "serve", "--port", "0", "--fake-delay", "0"],
-                               cwd=folder, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               cwd=folder, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=interruptible)
     assert process.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + 60

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from tests.conftest import fixture_path
+from tests.services import interruptible
 from toolwire import Message, get_model
 from toolwire.cli import main
 from toolwire.cli.fake_server import replies_from_replay_file
@@ -26,7 +27,8 @@ SECRET = "sk-cli-secret-0123456789"
 def fake_server_process(*args: str) -> Iterator[str]:
     """Run `toolwire fake-server ARGS` and yield the base URL it prints; stop it with Ctrl-C."""
     with subprocess.Popen([sys.executable, "-m", "toolwire.cli", "fake-server", *args],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=interruptible) as process:
         assert process.stdout is not None and process.stderr is not None
         try:
             base_url = next((line.removeprefix("base_url: ").strip() for line in process.stdout
