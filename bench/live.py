@@ -182,7 +182,7 @@ def long_event(protocol: str, rounds: int, size: int = 8_000_000) -> dict[str, A
         runners[name] = run
     times: dict[str, list[float]] = {"1k": [], "16k": []}
     try:
-        for name, run in runners.items():  # warm-up, and the check
+        for run in runners.values():  # warm-up, and the check
             got = loop.run_until_complete(run())
             if got != size:
                 return {"protocol": protocol, "status": "mismatch", "note": f"{got} characters instead of {size}"}

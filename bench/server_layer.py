@@ -19,6 +19,7 @@ publishing to the event log, the follower, the protocol's encoder, Starlette and
 from __future__ import annotations
 
 import asyncio
+import itertools
 import multiprocessing
 import socket
 import statistics
@@ -152,7 +153,7 @@ async def _rounds(port: int, events: int, budget: float, cap: int) -> dict[str, 
                 return {"status": "mismatch", "note": wrong}
         await client.direct()
         probes = [await client.cpu() for _ in range(6)]
-        probe = statistics.median(b - a for a, b in zip(probes, probes[1:], strict=False))
+        probe = statistics.median(b - a for a, b in itertools.pairwise(probes))
         runs: dict[str, list[float]] = {"agent": [], "native": [], "vercel": []}
         added: dict[str, list[float]] = {"native": [], "vercel": []}
         started = time.perf_counter()
