@@ -307,7 +307,8 @@ def readme_excerpt(data: dict[str, Any]) -> list[str]:
     """What README.md shows between its markers: the headline tables, the layers and the targets' tally."""
     verdicts = targets(data)
     missed = [(t, m) for t, m, met in verdicts if met is False]
-    lines = [f"Last full run: {data['when']}, {data['machine']['cpus']} CPUs, Python {data['versions']['python']}; "
+    run = "Quick run (`bench/run --quick`)" if data["quick"] else "Last full run"
+    lines = [f"{run}: {data['when']}, {data['machine']['cpus']} CPUs, Python {data['versions']['python']}; "
              "M ≈ 5,000 events, L ≈ 100,000 events (one long tool argument in 1-8 character fragments). "
              "µs per wire event, CPU time, medians; ratios are medians of same-round ratios.", ""]
     for reads in _reads_of(data):
