@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["README_BEGIN", "README_END", "paste_into_readme", "targets", "write_report"]
+__all__ = ["README_BEGIN", "README_END", "main", "paste_into_readme", "targets", "write_report"]
 
 _TITLES = {"openai-chat": "OpenAI Chat Completions", "anthropic": "Anthropic Messages",
            "openai-responses": "OpenAI Responses"}
@@ -131,12 +131,15 @@ def targets(data: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
             l_cost = _us(index.get((protocol, "L", reads, "toolwire")))
             if m_cost is not None and l_cost is not None:
                 # The machine's speed drifts between the M and L measurements; the cost relative to the
-                # httpx limit measured alongside shows the growth without that drift.
+                # httpx limit measured alongside (in the same rounds) shows the growth without that drift.
                 m_x = _ratio_to(index, (protocol, "M", reads), "toolwire", "httpx limit")
                 l_x = _ratio_to(index, (protocol, "L", reads), "toolwire", "httpx limit")
-                relative = f" ({l_x / m_x:.2f}x relative to the httpx limit)" if m_x and l_x else ""
-                rows.append((f"{where}: per-event cost on L ≤ 1.25x M", f"{l_cost / m_cost:.2f}x{relative}",
-                             l_cost / m_cost <= 1.25))
+                # Judged on that figure where there is one: on a shared machine the limit's own cost moves
+                # by more than 1.25x between two measurements minutes apart.
+                growth = l_x / m_x if m_x and l_x else l_cost / m_cost
+                measured = (f"{growth:.2f}x relative to the httpx limit ({l_cost / m_cost:.2f}x in µs/event)"
+                            if m_x and l_x else f"{growth:.2f}x")
+                rows.append((f"{where}: per-event cost on L ≤ 1.25x M", measured, growth <= 1.25))
         for row in data.get("server", []):
             if row["protocol"] != protocol or row.get("status") != "ok" or row["size"] != "M":
                 continue
@@ -303,6 +306,54 @@ def _targets_table(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def targets_grid(data: dict[str, Any]) -> list[str]:
+    """The ratio targets as a grid (rows: target and read pattern; columns: stream), each cell ✓ or ✗."""
+    verdicts = {target: (measured, met) for target, measured, met in targets(data)}
+    columns = [(p, s) for p in _TARGET_PROTOCOLS for s in ("M", "L")
+               if s in data["sizes"] and any(m["protocol"] == p for m in data["measurements"])]
+    if not columns:
+        return []
+    kinds = [("`model.stream` ≤ 2x the httpx limit", "`model.stream` (previews on) ≤ 2x the httpx limit"),
+             ("≥ 10x faster than the fastest peer", "≥ 10x faster than the fastest peer"),
+             ("`Agent.stream` adds ≤ 1 µs/event", "`agent.stream` adds ≤ 1 µs/event over `model.stream`"),
+             ("L ≤ 1.25x M per event", None)]
+    lines = ["| target | reads | " + " | ".join(f"{_SHORT[p]} {s}" for p, s in columns) + " |",
+             "|---|---|" + "---:|" * len(columns)]
+    for label, suffix in kinds:
+        for reads in _reads_of(data):
+            cells = []
+            for protocol, size in columns:
+                where = f"{_TITLES[protocol]}, {_READS[reads]}"
+                key = f"{where}, {size}: {suffix}" if suffix else f"{where}: per-event cost on L ≤ 1.25x M"
+                found = verdicts.get(key) if suffix or size == "L" else None
+                cells.append("" if found is None else f"{found[0].split(' ')[0]} {_mark(found[1])}")
+            if any(cells):
+                lines.append(f"| {label} | {_READS[reads]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _other_targets(data: dict[str, Any]) -> list[str]:
+    """One line each for the long event, the text latency and the peak memory."""
+    lines = []
+    long = [r for r in data.get("long_event", []) if r.get("status") == "ok"]
+    if long:
+        lines.append("- One 8 MB event in 1 KiB reads against 16 KiB reads (target ≤ 2x): " + ", ".join(
+            f"{r['ratio']:.2f}x {_mark(r['ratio'] <= 2.0)} ({_SHORT[r['protocol']]})" for r in long) + ".")
+    latency = data.get("latency", [])
+    if latency:
+        lines.append("- A text delta's bytes to the caller, over a raw httpx read, per-event reads (target ≤ 0.2 ms): "
+                     + ", ".join(f"{_SHORT.get(r['protocol'], r['protocol'])} `model.stream` "
+                                 f"{r['overhead_us'] / 1000:.3f} ms {_mark(r['overhead_us'] <= 200)}, `Agent.stream` "
+                                 f"{r['agent_overhead_us'] / 1000:.3f} ms {_mark(r['agent_overhead_us'] <= 200)}"
+                                 for r in latency) + ".")
+    memory = data.get("memory", [])
+    if memory:
+        low, high = min(r["ratio"] for r in memory), max(r["ratio"] for r in memory)
+        lines.append(f"- Peak memory reading L (target ≤ 3x the stream's size): {low:.2f}-{high:.2f}x "
+                     f"{_mark(high <= 3.0)}.")
+    return lines
+
+
 def readme_excerpt(data: dict[str, Any]) -> list[str]:
     """What README.md shows between its markers: the headline tables, the layers and the targets' tally."""
     verdicts = targets(data)
@@ -320,12 +371,12 @@ def readme_excerpt(data: dict[str, Any]) -> list[str]:
               "targets ≤ 1 for the agent, ≤ 10 for the server):", ""]
     lines += layers_table(data)
     lines.append("")
-    lines.append(f"Targets met: {sum(1 for _, _, met in verdicts if met)} of {len(verdicts)} "
-                 "(every row in [bench/results/results.md](bench/results/results.md))"
-                 + (". Missed:" if missed else "."))
-    if missed:
-        lines.append("")
-        lines += [f"- {target}: {measured}" for target, measured in missed]
+    lines += ["**The ratio targets** (OpenAI chat and Anthropic; the server's are in the layers table):", ""]
+    lines += targets_grid(data)
+    lines.append("")
+    lines += _other_targets(data)
+    lines += ["", f"Targets met: {sum(1 for _, _, met in verdicts if met)} of {len(verdicts)}, missed: {len(missed)} "
+              "(every row, with its numbers, in [bench/results/results.md](bench/results/results.md))."]
     return lines
 
 
@@ -497,3 +548,31 @@ def _plot(data: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.report [raw/results.json]`: the table, excerpt and plot again from a run's numbers."""
+    import argparse
+
+    import orjson
+
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=main.__doc__)
+    parser.add_argument("results", type=Path, nargs="?",
+                        default=Path(__file__).resolve().parent / "results" / "raw" / "results.json")
+    parser.add_argument("--readme", action="store_true", help="paste the excerpt into README.md too")
+    args = parser.parse_args(argv)
+    data = orjson.loads(args.results.read_bytes())
+    out = args.results.resolve().parent.parent
+    write_report(data, out)
+    print(f"wrote {out / 'results.md'}, {out / 'readme-table.md'} and {out / 'plot.png'}")
+    if args.readme:
+        readme = Path(__file__).resolve().parents[1] / "README.md"
+        if not paste_into_readme(readme, (out / "readme-table.md").read_text()):
+            print(f"{readme} has no benchmark markers")
+            return 1
+        print(f"updated the tables in {readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -192,6 +192,9 @@ def test_report_lists_every_contender_and_why_one_was_skipped(tmp_path: Path) ->
     excerpt = (tmp_path / "readme-table.md").read_text()
     assert "| **toolwire `model.stream`, previews on (default)** | **3.00** | **5.00** |" in excerpt
     assert "| OpenAI chat | per-event reads | 3.00 | +0.50 ✓ | +2.00 ✗ | 6.4 ✓ (6.0 + 2.0 ms/run) |" in excerpt
+    assert "| `model.stream` ≤ 2x the httpx limit | per-event reads | 1.50x ✓ | 2.50x ✗ |" in excerpt
+    assert "| L ≤ 1.25x M per event | 16 KiB reads |  | 1.67x ✗ |" in excerpt
+    assert "One 8 MB event in 1 KiB reads against 16 KiB reads (target ≤ 2x): 3.00x ✗ (OpenAI chat)." in excerpt
 
 
 def test_readme_excerpt_replaces_only_what_lies_between_the_markers(tmp_path: Path) -> None:
