@@ -5,7 +5,9 @@ user builds them once) and returns a zero-argument callable; calling it runs one
 returns an `Outcome`, which the suite compares with the stream's expected text and calls.
 
 - `limit`: SSE framing and `orjson.loads` of every payload, nothing else: the floor for any Python reader.
-- `httpx read`: the HTTP client alone (no parsing), over the same mock transport toolwire uses.
+- `httpx limit`: the body read through `httpx.AsyncClient` over the same mock transport toolwire uses,
+  with the limit's SSE split and `orjson.loads` of each payload: the floor for any reader built on httpx.
+- `httpx read`: the HTTP client alone (no parsing), over the same mock transport.
 - `toolwire`: the public path users call, `get_model(..., http_client=...)` and `async with
   model.stream(...)`, iterating every event, with live partial-argument previews on or off.
 - peers, as their users use them: the openai SDK's stream helpers (`chat.completions.stream`,
@@ -31,7 +33,8 @@ import orjson
 
 from .streams import BenchStream
 
-__all__ = ["CONTENDERS", "Contender", "Outcome", "chunked", "iter_payloads", "limit"]
+__all__ = ["CONTENDERS", "READS", "Contender", "Outcome", "chunked", "iter_payloads", "limit", "mock_client",
+           "per_event"]
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM would otherwise fetch a price list
 
@@ -68,26 +71,53 @@ def chunked(body: bytes, size: int) -> list[bytes]:
     return [body[i : i + size] for i in range(0, len(body), size)]
 
 
+def per_event(body: bytes) -> list[bytes]:
+    """The body as a live provider sends it: one read per event (each token event is flushed as made)."""
+    separator = b"\r\n\r\n" if b"\r\n\r\n" in body else b"\n\n"
+    pieces = body.split(separator)
+    return [p + separator for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+
+
+READS: dict[str, Callable[[bytes], list[bytes]]] = {
+    "event": per_event,
+    "16k": lambda body: chunked(body, 16_384),
+}
+"""The read patterns, headline first: one event per read, and 16 KiB reads (a busy socket's)."""
+
+
 # -- the limit and the framing shared by the sans-HTTP peers ----------------------------------------
 
 
-def limit(chunks: list[bytes]) -> int:
-    """SSE framing plus `orjson.loads` of each payload (or each NDJSON line). Returns the payload count."""
-    loads = orjson.loads
-    tail = b""
-    count = 0
-    for chunk in chunks:
-        lines = (tail + chunk if tail else chunk).split(b"\n")
-        tail = lines.pop()
+class _Framer:
+    """The limit's framing, fed one read at a time: lines split on `\\n`, each `data:` payload decoded."""
+
+    __slots__ = ("count", "tail")
+
+    def __init__(self) -> None:
+        self.tail = b""
+        self.count = 0
+
+    def feed(self, chunk: bytes) -> None:
+        loads = orjson.loads
+        lines = (self.tail + chunk if self.tail else chunk).split(b"\n")
+        self.tail = lines.pop()
         for line in lines:
             if line[:5] == b"data:":
                 if line[5:].strip() != b"[DONE]":
                     loads(line[5:])
-                    count += 1
+                    self.count += 1
             elif line[:1] == b"{":  # NDJSON bodies
                 loads(line)
-                count += 1
-    return count
+                self.count += 1
+
+
+def limit(chunks: list[bytes]) -> int:
+    """SSE framing plus `orjson.loads` of each payload (or each NDJSON line). Returns the payload count."""
+    framer = _Framer()
+    feed = framer.feed
+    for chunk in chunks:
+        feed(chunk)
+    return framer.count
 
 
 def iter_payloads(chunks: list[bytes]) -> Iterator[tuple[str | None, dict[str, Any]]]:
@@ -136,6 +166,20 @@ def mock_client(module: Any, stream: BenchStream, chunks: list[bytes]) -> Any:
 def _httpx_of(sdk_base_client: Any) -> Any:
     """The httpx flavour an SDK's client is built on (recent Stainless SDKs moved to httpx2)."""
     return getattr(sdk_base_client, "httpx2", None) or httpx
+
+
+def _prepare_httpx_limit(stream: BenchStream, chunks: list[bytes]) -> Runner:
+    client = mock_client(httpx, stream, chunks)
+
+    async def run() -> Outcome:
+        framer = _Framer()
+        feed = framer.feed
+        async with client.stream("POST", "http://bench.invalid/v1") as response:
+            async for chunk in response.aiter_bytes():
+                feed(chunk)
+        return Outcome(stream.text, [(c.name, c.arguments) for c in stream.calls])
+
+    return run
 
 
 def _prepare_httpx(stream: BenchStream, chunks: list[bytes]) -> Runner:
@@ -429,6 +473,7 @@ _ALL = frozenset(_SPEC)
 
 CONTENDERS: list[Contender] = [
     Contender("limit", "limit", _ALL, _prepare_limit, is_async=False),
+    Contender("httpx limit", "limit", _ALL, _prepare_httpx_limit, is_async=True, module="httpx"),
     Contender("httpx read", "floor", _ALL, _prepare_httpx, is_async=True, module="httpx"),
     Contender("toolwire", "toolwire", _ALL, _toolwire(previews=True), is_async=True, module="toolwire"),
     Contender("toolwire (no previews)", "toolwire", _ALL, _toolwire(previews=False), is_async=True,

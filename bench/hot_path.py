@@ -19,21 +19,15 @@ import asyncio
 import gc
 import time
 
-from .contenders import CONTENDERS, chunked
+from .contenders import CONTENDERS, READS
 from .streams import generate
 
 __all__ = ["main"]
 
 
-def _per_event(body: bytes) -> list[bytes]:
-    separator = b"\r\n\r\n" if b"\r\n\r\n" in body else b"\n\n"
-    pieces = body.split(separator)
-    return [p + separator for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
-
-
 def measure(protocol: str, size: str, reads: str, rounds: int) -> tuple[float, float]:
     stream = generate(protocol, size, 7)
-    chunks = _per_event(stream.body) if reads == "event" else chunked(stream.body, 16_384)
+    chunks = READS[reads](stream.body)
     by_name = {c.name: c for c in CONTENDERS}
     toolwire = by_name["toolwire"].prepare(stream, chunks)
     limit = by_name["limit"].prepare(stream, chunks)

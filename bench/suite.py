@@ -1,14 +1,19 @@
-"""The benchmark run: every contender on the same bytes, then the results table and plot.
+"""The benchmark run: every contender on the same bytes, in two read patterns, then the table and plot.
 
-    bench/run              # the whole suite (a few minutes on 2 cores)
-    bench/run --quick      # S and M only, fewer repeats (a smoke run)
+    bench/run              # the whole suite (about 15 minutes on 2 cores)
+    bench/run --quick      # S and M only, short budgets (a smoke run; writes bench/results/quick/)
 
-Method. Each stream is cut into `--chunk-size` reads (16 KiB by default, what a busy server's socket
-reads hand over) and every contender reads exactly those chunks. A measurement is a warm-up run,
-then timed runs (at least one) until the size's time budget or repeat cap is reached; the reported
-figure is the median, divided by the number of wire events. The garbage collector stays on (users pay for it) and is run
-before each timed run (its young generations). The first run's outcome is compared with the stream's expected text and calls;
-a contender that assembles anything else is reported as a mismatch, not timed.
+Read patterns. `event`, the headline: one SSE event per network read, as a live provider flushes each
+token event when it is made. `16k`: 16 KiB reads, what a busy socket hands over. Every contender reads
+exactly the same chunks in a pattern.
+
+Method. Time is CPU time of this process (`time.process_time`): the machine is shared, and waiting for
+the CPU is then not counted. The limits, toolwire and the agent are measured in interleaved rounds (a
+slow spell hits all of them alike), and each ratio is the median of same-round ratios. A peer is a
+warm-up run, then timed runs until the size's budget or repeat cap; its figure is the median. Figures
+are divided by the number of wire events. The garbage collector stays on (users pay for it) and its young
+generations are collected before each timed run. The first run's outcome is compared with the stream's
+expected text and calls; a contender that assembles anything else is reported as a mismatch, not timed.
 
 Peers on L run once each, in a fresh child process with a deadline, and are skipped when their cost on
 M (grown as it grew from S to M) predicts more than the deadline.
@@ -33,25 +38,34 @@ from typing import Any
 
 import orjson
 
-from .contenders import CONTENDERS, Contender, Outcome, Runner, chunked
+from .contenders import CONTENDERS, READS, Contender, Outcome, Runner
+from .layers import AGENT_CONTENDERS
+from .live import long_event, text_latency
+from .server_layer import measure_server
 from .streams import FIXTURES, GENERATORS, SIZES, BenchStream, fixture_streams, generate
 
 __all__ = ["main"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
+QUICK_RESULTS = RESULTS / "quick"
+"""`--quick` writes here, so that a smoke run never replaces the full results."""
 
-# Per size: (time budget in seconds, most timed runs) for one peer on one stream ...
-_BUDGET = {"S": (1.0, 30), "M": (8.0, 9), "L": (12.0, 5)}
+# Per size: (CPU-time budget in seconds, most timed runs) for one peer on one stream ...
+_BUDGET = {"S": (0.5, 15), "M": (3.0, 5), "L": (12.0, 5)}
 _QUICK_BUDGET = {"S": (0.3, 10), "M": (1.0, 3), "L": (4.0, 2)}
-# ... and (budget, most rounds) for the limit, httpx and toolwire, which are measured together in rounds.
-_CORE_BUDGET = {"S": (3.0, 41), "M": (10.0, 21), "L": (40.0, 7)}
+# ... and (budget, most rounds) for the limits, toolwire and the agent, measured together in rounds
+# (at least three rounds whatever the budget).
+_CORE_BUDGET = {"S": (1.5, 21), "M": (6.0, 15), "L": (14.0, 5)}
 _QUICK_CORE_BUDGET = {"S": (0.5, 9), "M": (2.0, 5), "L": (8.0, 3)}
+_MIN_ROUNDS = 3
 
 
 @dataclass(slots=True)
 class Measurement:
     protocol: str
     size: str
+    reads: str
+    """The read pattern (`event` or `16k`)."""
     contender: str
     kind: str
     events: int
@@ -62,6 +76,10 @@ class Measurement:
     runs: list[float] = field(default_factory=list)
     limit_ratios: list[float] = field(default_factory=list)
     """Per round, this run's time over the limit's in the same round (contenders measured in rounds)."""
+    httpx_ratios: list[float] = field(default_factory=list)
+    """Per round, this run's time over the raw-httpx limit's in the same round."""
+    added_us: list[float] = field(default_factory=list)
+    """Per round, what an agent adds per event over `model.stream` and the follow-up turn (agents only)."""
 
     @property
     def median(self) -> float | None:
@@ -103,12 +121,12 @@ class Bench:
     def call(self, runner: Runner, is_async: bool) -> tuple[float, Outcome]:
         # The young generations only: a full collection walks every loaded peer module (~0.1 s).
         gc.collect(1)
-        start = time.perf_counter()
+        start = time.process_time()
         if is_async:
             outcome = self.loop.run_until_complete(runner())  # type: ignore[arg-type]
         else:
             outcome = runner()  # type: ignore[assignment]
-        return time.perf_counter() - start, outcome  # type: ignore[return-value]
+        return time.process_time() - start, outcome  # type: ignore[return-value]
 
     def prepare(self, contender: Contender, stream: BenchStream, chunks: list[bytes]) -> Runner | str:
         if contender.name in self.broken:
@@ -120,8 +138,9 @@ class Bench:
             self.broken[contender.name] = reason
             return reason
 
-    def measure(self, contender: Contender, stream: BenchStream, chunks: list[bytes]) -> Measurement:
-        m = Measurement(stream.protocol, stream.label, contender.name, contender.kind, stream.events,
+    def measure(self, contender: Contender, stream: BenchStream, reads: str,
+                chunks: list[bytes]) -> Measurement:
+        m = Measurement(stream.protocol, stream.label, reads, contender.name, contender.kind, stream.events,
                         len(stream.body))
         runner = self.prepare(contender, stream, chunks)
         if isinstance(runner, str):
@@ -147,14 +166,15 @@ class Bench:
             spent += elapsed
         return m
 
-    def measure_rounds(self, contenders: list[Contender], stream: BenchStream,
+    def measure_rounds(self, contenders: list[Contender], stream: BenchStream, reads: str,
                        chunks: list[bytes]) -> list[Measurement]:
         """Measure `contenders` (the limit first) in interleaved rounds, so that a slow spell of a shared
-        machine hits all of them alike; each round also gives each one's ratio to the limit."""
+        machine hits all of them alike; each round also gives each one's ratio to the limits, and each
+        agent's added cost over `model.stream` (previews on) and the follow-up turn."""
         out: list[Measurement] = []
         ready: list[tuple[Measurement, Contender, Runner]] = []
         for contender in contenders:
-            m = Measurement(stream.protocol, stream.label, contender.name, contender.kind, stream.events,
+            m = Measurement(stream.protocol, stream.label, reads, contender.name, contender.kind, stream.events,
                             len(stream.body))
             out.append(m)
             runner = self.prepare(contender, stream, chunks)
@@ -174,25 +194,33 @@ class Bench:
         budget, cap = self.core_budget.get(stream.label, self.core_budget["S"])
         spent = 0.0
         rounds = 0
-        while rounds < cap and spent < budget:
+        while rounds < cap and (spent < budget or rounds < _MIN_ROUNDS):
             times = []
             for m, contender, runner in ready:
                 elapsed, _ = self.call(runner, contender.is_async)
                 m.runs.append(elapsed)
                 times.append(elapsed)
                 spent += elapsed
+            by_name = {m.contender: t for (m, _, _), t in zip(ready, times, strict=True)}
             for (m, _, _), elapsed in zip(ready, times, strict=True):
-                m.limit_ratios.append(elapsed / times[0])
+                if "limit" in by_name:
+                    m.limit_ratios.append(elapsed / by_name["limit"])
+                if "httpx limit" in by_name:
+                    m.httpx_ratios.append(elapsed / by_name["httpx limit"])
+                if m.kind == "agent" and "toolwire" in by_name and "follow-up turn" in by_name:
+                    base = by_name["toolwire"] + by_name["follow-up turn"]
+                    m.added_us.append((elapsed - base) * 1e6 / stream.events)
             rounds += 1
         return out
 
-    def measure_in_child(self, contender: Contender, stream: BenchStream, deadline: float) -> Measurement:
+    def measure_in_child(self, contender: Contender, stream: BenchStream, reads: str,
+                         deadline: float) -> Measurement:
         """One run in a fresh process, stopped at `deadline` seconds (peers on L).
 
         The child rebuilds the stream from its seed and warms the peer up on S first; the deadline counts
-        from the start of the timed run.
+        from the start of the timed run (wall-clock time; the figure reported is the run's CPU time).
         """
-        m = Measurement(stream.protocol, stream.label, contender.name, contender.kind, stream.events,
+        m = Measurement(stream.protocol, stream.label, reads, contender.name, contender.kind, stream.events,
                         len(stream.body))
         if contender.name in self.broken:
             m.status, m.note = "skipped", self.broken[contender.name]
@@ -200,7 +228,7 @@ class Bench:
         context = multiprocessing.get_context("spawn")
         receive, send = context.Pipe(duplex=False)
         process = context.Process(target=_child_run, args=(
-            stream.protocol, stream.label, self.args.seed, self.args.chunk_size, contender.name, send))
+            stream.protocol, stream.label, self.args.seed, reads, contender.name, send))
         process.start()
         send.close()
         try:
@@ -229,58 +257,62 @@ class Bench:
 
     # -- the suite ---------------------------------------------------------------------------------
 
-    def run_stream(self, stream: BenchStream) -> None:
-        chunks = chunked(stream.body, self.args.chunk_size)
-        self.log(f"\n{stream.protocol} {stream.label}: {stream.events:,} events, {len(stream.body):,} bytes "
-                 f"[{time.perf_counter() - self.started:.0f} s]")
+    def run_stream(self, stream: BenchStream, reads: str) -> None:
+        chunks = READS[reads](stream.body)
+        self.log(f"\n{stream.protocol} {stream.label}, {reads} reads: {stream.events:,} events, "
+                 f"{len(stream.body):,} bytes in {len(chunks):,} reads [{time.perf_counter() - self.started:.0f} s]")
         core = [c for c in CONTENDERS if c.kind != "peer" and stream.protocol in c.protocols]
-        for m in self.measure_rounds(core, stream, chunks):
+        core += [c for c in AGENT_CONTENDERS if stream.protocol in c.protocols and stream.generated]
+        for m in self.measure_rounds(core, stream, reads, chunks):
             self.results.append(m)
             self.log(f"  {m.contender:<24} {_fmt_result(m)}")
+        if self.args.no_peers:
+            return
         for contender in CONTENDERS:
             if stream.protocol not in contender.protocols or contender.kind != "peer":
                 continue
             if stream.label == "L":
-                m = self.peer_on_l(contender, stream, chunks)
+                m = self.peer_on_l(contender, stream, reads)
             else:
-                m = self.measure(contender, stream, chunks)
+                m = self.measure(contender, stream, reads, chunks)
             self.results.append(m)
             self.log(f"  {contender.name:<24} {_fmt_result(m)}")
 
-    def peer_on_l(self, contender: Contender, stream: BenchStream, chunks: list[bytes]) -> Measurement:
+    def peer_on_l(self, contender: Contender, stream: BenchStream, reads: str) -> Measurement:
         deadline = self.args.peer_deadline
-        at_m = self.find(stream.protocol, "M", contender.name)
+        skipped = Measurement(stream.protocol, "L", reads, contender.name, "peer", stream.events, len(stream.body),
+                              status="skipped")
         if self.args.quick:
-            m = Measurement(stream.protocol, "L", contender.name, "peer", stream.events, len(stream.body),
-                            status="skipped", note="not run with --quick")
-            return m
+            skipped.note = "not run with --quick"
+            return skipped
+        at_m = self.find(stream.protocol, "M", reads, contender.name)
         if at_m is not None and at_m.us_per_event is not None:
             # M's per-event cost, growing from M to L as it grew from S to M (peers that re-parse or
             # re-concatenate what they accumulated grow faster than linearly).
-            at_s = self.find(stream.protocol, "S", contender.name)
+            at_s = self.find(stream.protocol, "S", reads, contender.name)
             growth = 1.0
             if at_s is not None and at_s.us_per_event:
                 growth = max(1.0, at_m.us_per_event / at_s.us_per_event)
             predicted = at_m.us_per_event * growth * stream.events / 1e6
             if predicted > deadline:
-                return Measurement(stream.protocol, "L", contender.name, "peer", stream.events, len(stream.body),
-                                   status="skipped",
-                                   note=f"predicted to take {predicted:.0f} s for one run (its per-event cost on M, "
-                                        f"growing x{growth:.1f} as from S to M), over the {deadline:.0f} s deadline")
-        return self.measure_in_child(contender, stream, deadline)
+                skipped.note = (f"predicted to take {predicted:.0f} s for one run (its per-event cost on M, "
+                                f"growing x{growth:.1f} as from S to M), over the {deadline:.0f} s deadline")
+                return skipped
+        return self.measure_in_child(contender, stream, reads, deadline)
 
-    def find(self, protocol: str, size: str, contender: str) -> Measurement | None:
+    def find(self, protocol: str, size: str, reads: str, contender: str) -> Measurement | None:
         for m in self.results:
-            if m.protocol == protocol and m.size == size and m.contender == contender:
+            if m.protocol == protocol and m.size == size and m.reads == reads and m.contender == contender:
                 return m
         return None
 
     def fixtures(self, protocol: str) -> list[dict[str, Any]]:
-        """limit and toolwire on each recorded stream of `protocol` (the calls are checked in tests/wire)."""
+        """limit and toolwire on each recorded stream of `protocol`, per-event reads (the calls are checked
+        in tests/wire)."""
         rows: list[dict[str, Any]] = []
         wanted = [c for c in CONTENDERS if c.name in ("limit", "toolwire")]
         for stream in fixture_streams(protocol):
-            chunks = chunked(stream.body, self.args.chunk_size)
+            chunks = READS["event"](stream.body)
             row: dict[str, Any] = {"fixture": stream.label, "events": stream.events}
             for contender in wanted:
                 runner = self.prepare(contender, stream, chunks)
@@ -301,16 +333,16 @@ class Bench:
         return rows
 
 
-def _child_run(protocol: str, size: str, seed: int, chunk_size: int, name: str, send: Any) -> None:
+def _child_run(protocol: str, size: str, seed: int, reads: str, name: str, send: Any) -> None:
     """In a spawned process: warm `name` up on S (three runs), report ready, then time one run on `size`."""
     try:
-        bench = Bench(argparse.Namespace(quick=True, chunk_size=chunk_size, seed=seed))
+        bench = Bench(argparse.Namespace(quick=True, seed=seed))
         contender = next(c for c in CONTENDERS if c.name == name)
         small = generate(protocol, "S", seed)
         for _ in range(3):
-            bench.call(contender.prepare(small, chunked(small.body, chunk_size)), contender.is_async)
+            bench.call(contender.prepare(small, READS[reads](small.body)), contender.is_async)
         stream = generate(protocol, size, seed)
-        runner = contender.prepare(stream, chunked(stream.body, chunk_size))
+        runner = contender.prepare(stream, READS[reads](stream.body))
         send.send("ready")
         elapsed, outcome = bench.call(runner, contender.is_async)
         send.send(("ok", elapsed, _same(stream, outcome)))
@@ -321,19 +353,23 @@ def _child_run(protocol: str, size: str, seed: int, chunk_size: int, name: str, 
 def _fmt_result(m: Measurement) -> str:
     if m.us_per_event is None:
         return f"{m.status}: {m.note}"
-    ratio = f", {statistics.median(m.limit_ratios):.2f}x the limit" if m.limit_ratios and m.kind != "limit" else ""
-    return f"{m.us_per_event:9.2f} µs/event  ({len(m.runs)} runs{ratio}{'; ' + m.note if m.note else ''})"
+    extra = ""
+    if m.limit_ratios and m.kind not in ("limit", "baseline"):
+        extra = f", {statistics.median(m.limit_ratios):.2f}x the limit"
+        if m.httpx_ratios:
+            extra += f", {statistics.median(m.httpx_ratios):.2f}x the httpx limit"
+    if m.added_us:
+        extra += f", adds {statistics.median(m.added_us):.2f} µs/event"
+    return f"{m.us_per_event:9.2f} µs/event  ({len(m.runs)} runs{extra}{'; ' + m.note if m.note else ''})"
 
 
-# -- memory and latency --------------------------------------------------------------------------------
+# -- memory ------------------------------------------------------------------------------------------
 
 
-def peak_memory(bench: Bench, stream: BenchStream, previews: bool) -> dict[str, Any]:
-    """tracemalloc's peak while toolwire streams `stream`, against the body's size."""
-    name = "toolwire" if previews else "toolwire (no previews)"
-    contender = next(c for c in CONTENDERS if c.name == name)
-    chunks = chunked(stream.body, bench.args.chunk_size)
-    runner = contender.prepare(stream, chunks)
+def peak_memory(bench: Bench, stream: BenchStream, reads: str) -> dict[str, Any]:
+    """tracemalloc's peak while toolwire (previews on) streams `stream`, against the body's size."""
+    contender = next(c for c in CONTENDERS if c.name == "toolwire")
+    runner = contender.prepare(stream, READS[reads](stream.body))
     gc.collect()
     tracemalloc.start()
     tracemalloc.reset_peak()
@@ -341,69 +377,8 @@ def peak_memory(bench: Bench, stream: BenchStream, previews: bool) -> dict[str, 
     outcome = bench.loop.run_until_complete(runner())  # type: ignore[arg-type]
     peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
-    return {"protocol": stream.protocol, "contender": name, "peak_bytes": peak, "body_bytes": len(stream.body),
-            "ratio": peak / len(stream.body), "ok": _same(stream, outcome) is None}
-
-
-def first_text_latency(bench: Bench, protocol: str, trials: int) -> dict[str, Any]:
-    """Time from the chunk holding the first text delta leaving the transport to the caller seeing it:
-    toolwire's `text_delta` event against a raw httpx `aiter_bytes()` read of the same chunk."""
-    import httpx
-
-    from toolwire import Message, get_model
-    from toolwire.events import TextDelta
-
-    from .contenders import _SPEC
-
-    stream = generate(protocol, "S")
-    events = stream.body.split(b"\n\n")
-    first = next(i for i, e in enumerate(events) if b'"I\'ll"' in e)  # every script's first text token
-    head = b"\n\n".join(events[:first]) + b"\n\n"
-    delta = events[first] + b"\n\n"
-    rest = b"\n\n".join(events[first + 1 :])
-    stamps: list[float] = []
-
-    class Body(httpx.AsyncByteStream):
-        async def __aiter__(self) -> Any:
-            yield head
-            stamps.append(time.perf_counter())
-            yield delta
-            yield rest
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
-
-    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    model = get_model(_SPEC[protocol], api_key="bench", http_client=client, max_retries=0)
-    messages = [Message.user("hi")]
-
-    async def raw() -> float:
-        seen = 0.0
-        async with client.stream("POST", "http://bench.invalid/v1") as response:
-            count = 0
-            async for _ in response.aiter_bytes():
-                count += 1
-                if count == 2:
-                    seen = time.perf_counter()
-        return seen - stamps[-1]
-
-    async def toolwire() -> float:
-        seen = 0.0
-        async with model.stream(messages) as response:
-            async for event in response:
-                if not seen and type(event) is TextDelta:
-                    seen = time.perf_counter()
-        return seen - stamps[-1]
-
-    raw_times: list[float] = []
-    toolwire_times: list[float] = []
-    for _ in range(trials):
-        raw_times.append(bench.loop.run_until_complete(raw()))
-        toolwire_times.append(bench.loop.run_until_complete(toolwire()))
-    raw_median = statistics.median(raw_times)
-    toolwire_median = statistics.median(toolwire_times)
-    return {"protocol": protocol, "raw_us": raw_median * 1e6, "toolwire_us": toolwire_median * 1e6,
-            "overhead_us": (toolwire_median - raw_median) * 1e6, "trials": trials}
+    return {"protocol": stream.protocol, "reads": reads, "contender": contender.name, "peak_bytes": peak,
+            "body_bytes": len(stream.body), "ratio": peak / len(stream.body), "ok": _same(stream, outcome) is None}
 
 
 # -- entry point ---------------------------------------------------------------------------------------
@@ -411,8 +386,8 @@ def first_text_latency(bench: Bench, protocol: str, trials: int) -> dict[str, An
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for dist in ("toolwire", "httpx", "orjson", "openai", "anthropic", "pydantic-ai-slim", "langchain-core",
-                 "litellm"):
+    for dist in ("toolwire", "httpx", "orjson", "starlette", "uvicorn", "openai", "anthropic", "pydantic-ai-slim",
+                 "langchain-core", "litellm"):
         try:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -422,40 +397,78 @@ def versions() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="S and M only, short budgets (a smoke run)")
+    parser.add_argument("--quick", action="store_true",
+                        help="S and M only, short budgets, written to bench/results/quick/ (a smoke run)")
     parser.add_argument("--protocols", default=",".join(GENERATORS), help="comma-separated protocol names")
     parser.add_argument("--sizes", default=None, help="comma-separated sizes (default S,M,L; S,M with --quick)")
-    parser.add_argument("--chunk-size", type=int, default=16_384, help="bytes per network read (default 16384)")
-    parser.add_argument("--peer-deadline", type=float, default=60.0,
-                        help="seconds one peer run on L may take before it is stopped (default 60)")
+    parser.add_argument("--reads", default=",".join(READS),
+                        help="comma-separated read patterns: event (one SSE event per read), 16k (default both)")
+    # 20 s keeps the whole run near 15 minutes: peers on L run in both read patterns.
+    parser.add_argument("--peer-deadline", type=float, default=20.0,
+                        help="seconds one peer run on L may take before it is stopped (default 20)")
+    parser.add_argument("--no-peers", action="store_true", help="toolwire, the limits and the layers only")
+    parser.add_argument("--no-server", action="store_true", help="skip the server layer")
+    parser.add_argument("--no-readme", action="store_true",
+                        help="do not paste the tables into README.md (a whole run does by default)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=RESULTS, help="where results.md and plot.png go")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where results.md and plot.png go (default bench/results, or bench/results/quick)")
     args = parser.parse_args(argv)
+    out = args.out or (QUICK_RESULTS if args.quick else RESULTS)
     sizes = (args.sizes or ("S,M" if args.quick else "S,M,L")).split(",")
     protocols = [p for p in args.protocols.split(",") if p]
+    patterns = [r for r in args.reads.split(",") if r]
+    unknown = [r for r in patterns if r not in READS]
+    if unknown:
+        parser.error(f"unknown read pattern {unknown[0]!r}; choose among {', '.join(READS)}")
 
     bench = Bench(args)
     started = time.perf_counter()
     bench.log(f"toolwire benchmark: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-              f"{args.chunk_size}-byte reads, seed {args.seed}")
+              f"reads {', '.join(patterns)}, seed {args.seed}")
     memory: list[dict[str, Any]] = []
     latency: list[dict[str, Any]] = []
+    long_events: list[dict[str, Any]] = []
+    server: list[dict[str, Any]] = []
     fixtures: dict[str, list[dict[str, Any]]] = {}
     for protocol in protocols:
         for size in sizes:
             stream = generate(protocol, size, args.seed)
-            bench.run_stream(stream)
-            if size == "L":
-                for previews in (True, False):
-                    memory.append(peak_memory(bench, stream, previews))
+            for reads in patterns:
+                bench.run_stream(stream, reads)
+                if size == "L":
+                    memory.append(peak_memory(bench, stream, reads))
                     row = memory[-1]
                     bench.log(f"  peak memory, {row['contender']}: {row['peak_bytes'] / 1e6:.1f} MB "
                               f"= {row['ratio']:.2f}x the body")
             del stream
-        latency.append(first_text_latency(bench, protocol, 50 if args.quick else 300))
+        latency.append(text_latency(protocol, 20 if args.quick else 100, args.seed))
         row = latency[-1]
-        bench.log(f"  first text delta: raw httpx {row['raw_us']:.1f} µs, toolwire {row['toolwire_us']:.1f} µs "
-                  f"(overhead {row['overhead_us']:.1f} µs)")
+        bench.log(f"  text delta to the caller, per-event reads: raw httpx {row['raw_us']:.1f} µs, toolwire "
+                  f"{row['toolwire_us']:.1f} µs, through the agent {row['agent_us']:.1f} µs")
+    for protocol in [p for p in ("openai-chat", "anthropic") if p in protocols]:
+        long_events.append(long_event(protocol, 2 if args.quick else 5))
+        row = long_events[-1]
+        if row["status"] == "ok":
+            bench.log(f"  one 8 MB event, {protocol}: 1 KiB reads {row['small_s']:.3f} s, 16 KiB reads "
+                      f"{row['large_s']:.3f} s ({row['ratio']:.2f}x)")
+    if not args.no_server:
+        # S and M: the slope between them splits the server's cost per event from its cost per run.
+        server_sizes = [s for s in ("S", "M") if s in sizes] or sizes[:1]
+        for protocol in protocols:
+            for size in server_sizes:
+                for reads in patterns:
+                    bench.log(f"\nserver layer, {protocol} {size}, {reads} reads "
+                              f"[{time.perf_counter() - started:.0f} s]")
+                    budget, cap = (3.0, 3) if args.quick else (8.0, 7)
+                    server.append(measure_server(protocol, size, args.seed, reads, budget, cap))
+                    row = server[-1]
+                    if row["status"] == "ok":
+                        bench.log(f"  agent alone {row['agent_us']:.2f} µs/event; native route adds "
+                                  f"{row['native_added_us']:.2f}, Vercel route {row['vercel_added_us']:.2f} "
+                                  f"µs/event ({row['rounds']} rounds)")
+                    else:
+                        bench.log(f"  {row['status']}: {row['note']}")
     bench.log(f"\nrecorded streams [{time.perf_counter() - started:.0f} s]")
     for folder in sorted(p.name for p in FIXTURES.iterdir()) if FIXTURES.is_dir() else []:
         if _protocol_available(folder):
@@ -465,28 +478,45 @@ def main(argv: list[str] | None = None) -> int:
 
     from .report import write_report
 
+    def summary(m: Measurement) -> dict[str, Any]:
+        return dict(asdict(m), us_per_event=m.us_per_event,
+                    limit_ratio=statistics.median(m.limit_ratios) if m.limit_ratios else None,
+                    httpx_limit_ratio=statistics.median(m.httpx_ratios) if m.httpx_ratios else None,
+                    added_us_per_event=statistics.median(m.added_us) if m.added_us else None)
+
     data = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": _cpu_name()},
         "versions": versions(),
-        "chunk_size": args.chunk_size,
+        "reads": patterns,
         "seed": args.seed,
         "quick": args.quick,
         "elapsed_s": elapsed,
         "sizes": {s: SIZES[s] for s in sizes},
-        "measurements": [dict(asdict(m), us_per_event=m.us_per_event,
-                              limit_ratio=statistics.median(m.limit_ratios) if m.limit_ratios else None)
-                         for m in bench.results],
+        "measurements": [summary(m) for m in bench.results],
         "memory": memory,
         "latency": latency,
+        "long_event": long_events,
+        "server": server,
         "fixtures": fixtures,
         "broken": bench.broken,
     }
-    raw = args.out / "raw"
+    raw = out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     (raw / "results.json").write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
-    write_report(data, args.out)
-    bench.log(f"wrote {args.out / 'results.md'} and {args.out / 'plot.png'}")
+    write_report(data, out)
+    bench.log(f"wrote {out / 'results.md'}, {out / 'readme-table.md'} and {out / 'plot.png'}")
+    # Only a whole run speaks for the README: a partial or quick one would show a partial table there.
+    whole = (not args.quick and args.out is None and not args.no_peers and not args.no_server
+             and sizes == ["S", "M", "L"] and set(protocols) == set(GENERATORS) and set(patterns) == set(READS))
+    if whole and not args.no_readme:
+        from .report import paste_into_readme
+
+        readme = Path(__file__).resolve().parents[1] / "README.md"
+        if paste_into_readme(readme, (out / "readme-table.md").read_text()):
+            bench.log(f"updated the tables in {readme}")
+        else:
+            bench.log(f"{readme} has no benchmark markers; paste {out / 'readme-table.md'} by hand")
     return 0
 
 
