@@ -255,7 +255,7 @@ class StreamedResponse(ModelResponse):
         self._alarm: _Alarm | None = None
         self._secrets = Secrets.of_request(url, headers, model.api_key)
         self.accumulator = Accumulator(previews=model.previews, id_factory=model.id_factory,
-                                       provider=model.provider_name, previews_per_read=True)
+                                       provider=model.provider_name)
         self.message: Message | None = None
         self.usage: Usage | None = None
         self.finish_reason: FinishReason | None = None
@@ -342,8 +342,6 @@ class StreamedResponse(ModelResponse):
                         plain_until = now + slack
                         if plain_until > deadline - idle + slack:
                             plain_until = deadline - idle + slack
-                if acc._stale:
-                    acc.refresh_previews()
                 if acc.events:
                     events, acc.events = acc.events, []
                     for event in events:
