@@ -98,16 +98,6 @@ def _fast_tool_call_delta(call_id: str, index: int, fragment: str, arguments: An
     return event
 
 
-def _fast_deferred_delta(call: ToolCallBuilder, fragment: str, count: int) -> ToolCallDelta:
-    event: ToolCallDelta = _new(ToolCallDelta)
-    event.id = call.id
-    event.index = call.index
-    event.arguments_delta = fragment
-    event._deferred = (call, count)
-    event.type = "tool_call_delta"
-    return event
-
-
 def _plain_text_delta(text: str) -> TextDelta:
     return TextDelta(text=text)
 
@@ -122,7 +112,6 @@ def _plain_deferred_delta(call: ToolCallBuilder, fragment: str, count: int) -> T
 
 _text_delta = _fast_text_delta if _FAST_EVENTS else _plain_text_delta
 _tool_call_delta = _fast_tool_call_delta if _FAST_EVENTS else _plain_tool_call_delta
-_deferred_delta = _fast_deferred_delta if _FAST_EVENTS else _plain_deferred_delta
 
 
 def new_call_id() -> str:
@@ -349,10 +338,18 @@ class Accumulator:
             return
         fragments = call.fragments
         fragments.append(fragment)
-        if call.previews:
-            self.events.append(_deferred_delta(call, fragment, len(fragments)))
-        else:
+        if not call.previews:
             self.events.append(_tool_call_delta(call.id, call.index, fragment, None))
+        elif _FAST_EVENTS:  # filled directly, as `_fast_tool_call_delta` does: this runs once per fragment
+            event: ToolCallDelta = _new(ToolCallDelta)
+            event.id = call.id
+            event.index = call.index
+            event.arguments_delta = fragment
+            event._deferred = (call, len(fragments))  # type: ignore[misc]  # (the slot is inherited)
+            event.type = "tool_call_delta"
+            self.events.append(event)
+        else:
+            self.events.append(_plain_deferred_delta(call, fragment, len(fragments)))
 
     def end_call(self, call: ToolCallBuilder, *, complete: bool = True, reason: str | None = None,
                  arguments: dict[str, Any] | None = None) -> ToolCallPart | InvalidToolCallPart:

@@ -111,7 +111,7 @@ class _DeferredArguments:
         except AttributeError:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute 'arguments'") from None
         value = source.preview_at(count)
-        self.arguments = value
+        object.__setattr__(self, "arguments", value)  # the subclass's slot
         del self._deferred
         return value
 

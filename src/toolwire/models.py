@@ -310,8 +310,10 @@ class StreamedResponse(ModelResponse):
         # Without an alarm: while more time is left than this, a read relies on the socket's read timeout
         # (idle) and costs nothing extra; below it, a read gets a cancel scope of its own.
         slack = min(1.0, idle / 10)
-        plain_until = min(now + slack, deadline - idle + slack) if alarm is None else math.inf
+        plain_limit = deadline - idle + slack
+        plain_until = min(now + slack, plain_limit) if alarm is None else math.inf
         frames = 0
+        events = acc.events  # filled by the parser, emptied here after each read
         self._alarm = alarm
         try:
             while True:
@@ -340,12 +342,12 @@ class StreamedResponse(ModelResponse):
                         alarm.progress = now
                     else:
                         plain_until = now + slack
-                        if plain_until > deadline - idle + slack:
-                            plain_until = deadline - idle + slack
-                if acc.events:
-                    events, acc.events = acc.events, []
+                        if plain_until > plain_limit:
+                            plain_until = plain_limit
+                if events:
                     for event in events:
                         yield event
+                    events.clear()
                 if parser.stopped:
                     break
             if alarm is not None and alarm.fired is not None:
