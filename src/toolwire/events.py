@@ -123,15 +123,22 @@ class ToolCallDelta(_DeferredArguments):
     `arguments` is a best-effort preview of the arguments parsed from every fragment up to and
     including this one (an incomplete JSON object with its unfinished tail dropped), or `None` when
     previews are off or nothing parses yet. Each event's preview is its own: it never changes when more
-    fragments arrive, and the next event's preview is a different object.
+    fragments arrive.
 
     Previews cost nothing until read. A streamed event keeps a reference to its call and computes the
     preview the first time `arguments` is read (then keeps it), so a consumer that never looks pays
     nothing, and one that reads every event in order pays for what each fragment added: the fragment
-    is parsed once, and a snapshot copies only the objects and arrays still open (the path to the
-    value being streamed) and the string still arriving. Finished values are shared between successive
-    previews, so treat previews as read-only. Reading events out of order (or long after they arrived)
-    still gives each one its own exact preview; it re-parses the call's text up to that event.
+    is parsed once, and a snapshot copies only the objects and arrays still open (the path to the value
+    being streamed). Finished values are shared between successive previews, so treat previews as
+    read-only. The string still arriving is the exception: a Python string cannot share its characters,
+    so each preview holds its own copy, and reading every preview of a very long string costs a copy of
+    it per read (read the previews you show, not all of them). Reading events out of order, or long
+    after they arrived, still gives each one its own exact preview; it re-parses the call's text up to
+    that event.
+
+    Why deferred rather than refreshed as fragments arrive: a live stream delivers one event per network
+    read, and a snapshot per read cost several times the parsing of the event itself, whether or not
+    anyone looked at it.
     """
 
     id: str
