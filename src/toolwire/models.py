@@ -345,9 +345,12 @@ class StreamedResponse(ModelResponse):
                         if plain_until > plain_limit:
                             plain_until = plain_limit
                 if events:
-                    for event in events:
-                        yield event
-                    events.clear()
+                    # Each event is let go of as it is handed over: a preview, once read, may be large,
+                    # and a read can complete hundreds of events.
+                    if len(events) > 1:
+                        events.reverse()
+                    while events:
+                        yield events.pop()
                 if parser.stopped:
                     break
             if alarm is not None and alarm.fired is not None:
