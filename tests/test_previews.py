@@ -1,6 +1,7 @@
 """Live argument previews (`ToolCallDelta.arguments`): exact at every event, and free until read."""
 
 import copy
+import pickle
 import random
 from typing import Any
 
@@ -139,6 +140,9 @@ def test_deferred_events_compare_and_serialise_like_built_ones() -> None:
     assert event_from_json(event_to_json(fresh[1])) == built[1]
     assert deltas == built
     assert repr(deltas[0]) == repr(built[0])
+    unread = stream_call(['{"q": "hel', 'lo"}'])[1]
+    assert copy.copy(unread[0]) == built[0]
+    assert pickle.loads(pickle.dumps(unread[1])) == built[1]
 
 
 RECORDED = [
