@@ -170,8 +170,8 @@ class ToolCallBuilder:
     `preview_at`), so it lives as long as any of them whose preview was not read yet.
     """
 
-    __slots__ = ("_fed", "_parser", "arguments", "ended", "fragments", "id", "index", "name", "previews",
-                 "provider_data", "result")
+    __slots__ = ("_fed", "_parser", "ended", "fragments", "id", "index", "name", "previews", "provider_data",
+                 "result")
 
     def __init__(self, index: int, call_id: str, name: str, provider_data: dict[str, Any] | None) -> None:
         self.index = index
@@ -183,7 +183,6 @@ class ToolCallBuilder:
         self.previews = False
         self._parser: PartialJSON | None = None  # made on the first preview read
         self._fed = 0  # fragments the parser has read
-        self.arguments: Any = None
         self.result: ToolCallPart | InvalidToolCallPart | None = None
 
     @property
@@ -191,7 +190,7 @@ class ToolCallBuilder:
         return "".join(self.fragments)
 
     def preview_at(self, count: int) -> Any:
-        """The preview of the arguments made of the first `count` fragments (a fresh snapshot).
+        """The preview of the arguments made of the first `count` fragments (see `PartialJSON.snapshot`).
 
         Reads usually come in stream order, each a little further on, so the parser only reads the
         fragments added since the last read. A read behind the parser (an old event read late) starts a
