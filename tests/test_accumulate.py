@@ -105,21 +105,6 @@ def test_previews_grow_and_can_be_switched_off() -> None:
     assert [e.arguments for e in off.events if isinstance(e, ToolCallDelta)] == [None]
 
 
-def test_large_arguments_refresh_the_preview_geometrically() -> None:
-    acc = Accumulator()
-    call = acc.start_call("c", "write")
-    acc.call_arguments(call, '{"text": "')
-    for _ in range(20000):
-        acc.call_arguments(call, "abcd")
-    acc.call_arguments(call, '"}')
-    deltas = [e for e in acc.events if isinstance(e, ToolCallDelta)]
-    # Every fragment refreshes the preview below 8 KB (2,048 fragments here); above it, only each
-    # time the text grew by a quarter: ~11 more refreshes for the remaining 72 KB, not 18,000.
-    refreshed = len({id(d.arguments) for d in deltas})
-    assert 2048 < refreshed < 2048 + 20
-    assert acc.end_call(call).arguments == {"text": "abcd" * 20000}  # type: ignore[union-attr]
-
-
 def test_events_serialise_to_json_with_their_tags() -> None:
     part = ToolCallPart(id="c", name="f", arguments={}, arguments_raw="{}")
     events = [TextDelta(text="x"), ToolCallStart(id="c", name="f", index=0),
@@ -142,22 +127,6 @@ def test_events_serialise_to_json_with_their_tags() -> None:
 def test_usage_adds_up() -> None:
     total = Usage(input_tokens=1, output_tokens=2) + Usage(input_tokens=3, reasoning_tokens=4)
     assert total == Usage(input_tokens=4, output_tokens=2, reasoning_tokens=4)
-
-
-def test_previews_per_read_refresh_the_last_fragment_of_each_read() -> None:
-    acc = Accumulator(previews_per_read=True)
-    call = acc.start_call("c", "f")
-    acc.call_arguments(call, '{"q": "he')
-    acc.call_arguments(call, 'llo", ')
-    acc.refresh_previews()  # end of the first network read
-    acc.call_arguments(call, '"n": 1')
-    acc.call_arguments(call, "2}")
-    deltas = [e for e in acc.events if isinstance(e, ToolCallDelta)]
-    # Within a read, earlier fragments keep the previous preview; the read's last one is fresh.
-    assert [d.arguments for d in deltas[:2]] == [None, {"q": "hello"}]
-    assert deltas[2].arguments == {"q": "hello"}
-    acc.end_call(call)  # the end refreshes the fragment still waiting
-    assert deltas[3].arguments == {"q": "hello", "n": 12}
 
 
 def test_a_response_that_ends_with_an_error_is_marked_incomplete() -> None:

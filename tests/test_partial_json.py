@@ -66,7 +66,7 @@ def test_final_snapshot_equals_the_parsed_document(value: dict[str, Any], step: 
 
 
 def test_a_thousand_levels_deep_preview_stops_at_the_limit_without_recursion_error() -> None:
-    """Hostile-input item 3: `_copy` is never asked to copy more than `MAX_VALUE_DEPTH` levels."""
+    """Hostile-input item 3: a snapshot never copies more than `MAX_VALUE_DEPTH` open levels."""
     from toolwire._depth import MAX_VALUE_DEPTH
 
     parser = PartialJSON()

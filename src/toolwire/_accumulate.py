@@ -14,7 +14,10 @@ methods below with a handle; the accumulator owns everything that must be the sa
 - ids are the provider's; an id is generated only where the provider gave none or an empty one, or
   one that an earlier call of the same response already has (ids stay unique, so every call can be
   answered);
-- events are appended to `events`, which the streaming layer drains after each network chunk.
+- events are appended to `events`, which the streaming layer drains after each network chunk;
+- argument previews are deferred: a `tool_call_delta` event records its call and how many fragments it
+  covers, and the call's `PartialJSON` parses them only when some event's `arguments` is read (see
+  `ToolCallBuilder.preview_at`), so a stream whose previews nobody reads never parses them.
 
 No network, no asyncio: everything here is plain synchronous code, unit-testable with literals.
 """
@@ -57,21 +60,24 @@ from .messages import (
 
 __all__ = ["Accumulator", "ThinkingBlock", "ToolCallBuilder", "new_call_id", "parse_arguments"]
 
-# Below this many bytes of argument text the preview is refreshed on every fragment; above it, each
-# time the text has grown by a quarter, so materialising previews stays linear in the stream size.
+# Consumers that take snapshots themselves on every fragment (the agent's typed-output partials) do so
+# below this many bytes of text; above it, each time the text has grown by a quarter, so that taking
+# them stays linear in the stream size.
 _PREVIEW_EVERY_FRAGMENT_BELOW = 8192
 
 TRUNCATED_REASON = "The stream ended before this call's arguments were complete, so it was not run."
 
 # One event is built per streamed fragment. Calling a slotted dataclass with keywords costs ~3x what
 # filling a fresh instance does, so the two per-fragment events are filled directly, for as long as
-# their fields are the ones listed here (otherwise the ordinary constructors are used).
+# their fields are the ones listed here (otherwise the ordinary constructors are used). A deferred
+# `tool_call_delta` leaves `arguments` unset and fills `_deferred` instead (see `events`).
 _new = object.__new__
 _FAST_EVENTS = (
     [(f.name, f.default) for f in fields(TextDelta)][1:] == [("type", "text_delta")]
     and [f.name for f in fields(TextDelta)] == ["text", "type"]
     and [(f.name, f.default) for f in fields(ToolCallDelta)][3:] == [("arguments", None), ("type", "tool_call_delta")]
     and [f.name for f in fields(ToolCallDelta)] == ["id", "index", "arguments_delta", "arguments", "type"]
+    and "_deferred" in getattr(ToolCallDelta, "__slots__", ()) + getattr(ToolCallDelta.__base__, "__slots__", ())
 )
 
 
@@ -98,6 +104,10 @@ def _plain_text_delta(text: str) -> TextDelta:
 
 def _plain_tool_call_delta(call_id: str, index: int, fragment: str, arguments: Any) -> ToolCallDelta:
     return ToolCallDelta(id=call_id, index=index, arguments_delta=fragment, arguments=arguments)
+
+
+def _plain_deferred_delta(call: ToolCallBuilder, fragment: str, count: int) -> ToolCallDelta:
+    return ToolCallDelta(id=call.id, index=call.index, arguments_delta=fragment, arguments=call.preview_at(count))
 
 
 _text_delta = _fast_text_delta if _FAST_EVENTS else _plain_text_delta
@@ -154,10 +164,14 @@ ThinkingBlock = _ThinkingRun
 
 
 class ToolCallBuilder:
-    """A call being streamed. Adapters hold these as handles; only the accumulator changes them."""
+    """A call being streamed. Adapters hold these as handles; only the accumulator changes them.
 
-    __slots__ = ("_fed", "_pending", "_preview_at", "arguments", "ended", "fragments", "id", "index", "name", "preview",
-                 "provider_data", "result")
+    With previews on, the call's deferred `tool_call_delta` events refer back to it (see
+    `preview_at`), so it lives as long as any of them whose preview was not read yet.
+    """
+
+    __slots__ = ("_fed", "_parser", "ended", "fragments", "id", "index", "name", "previews", "provider_data",
+                 "result")
 
     def __init__(self, index: int, call_id: str, name: str, provider_data: dict[str, Any] | None) -> None:
         self.index = index
@@ -166,16 +180,32 @@ class ToolCallBuilder:
         self.fragments: list[str] = []
         self.provider_data = provider_data
         self.ended = False
-        self.preview: PartialJSON | None = None
-        self._preview_at = 0
-        self._pending: ToolCallDelta | None = None
-        self._fed = 0  # fragments already given to the preview parser (per-read mode feeds them in bulk)
-        self.arguments: Any = None
+        self.previews = False
+        self._parser: PartialJSON | None = None  # made on the first preview read
+        self._fed = 0  # fragments the parser has read
         self.result: ToolCallPart | InvalidToolCallPart | None = None
 
     @property
     def raw(self) -> str:
         return "".join(self.fragments)
+
+    def preview_at(self, count: int) -> Any:
+        """The preview of the arguments made of the first `count` fragments (see `PartialJSON.snapshot`).
+
+        Reads usually come in stream order, each a little further on, so the parser only reads the
+        fragments added since the last read. A read behind the parser (an old event read late) starts a
+        new parser from the first fragment; reads in order from there are linear again.
+        """
+        parser = self._parser
+        if parser is None or self._fed > count:
+            parser = self._parser = PartialJSON()
+            self._fed = 0
+        fed = self._fed
+        if fed < count:
+            fragments = self.fragments
+            parser.feed(fragments[fed] if count == fed + 1 else "".join(fragments[fed:count]))
+            self._fed = count
+        return parser.snapshot()
 
 
 _Slot = _TextRun | _ThinkingRun | ToolCallBuilder | Part
@@ -190,15 +220,9 @@ class Accumulator:
         previews: bool = True,
         id_factory: Callable[[], str] = new_call_id,
         provider: str | None = None,
-        previews_per_read: bool = False,
     ) -> None:
         self.events: list[Event] = []
         self.previews = previews
-        # With `previews_per_read`, the streaming layer calls `refresh_previews()` after each network
-        # read: the last fragment of each call in that read gets a fresh preview, earlier ones keep the
-        # previous one. A caller sees the same final state per read at a fraction of the cost.
-        self.previews_per_read = previews_per_read
-        self._stale: list[ToolCallBuilder] = []
         self.provider = provider
         self.metadata: dict[str, Any] = {}
         self.usage: Usage | None = None
@@ -303,8 +327,7 @@ class Accumulator:
         self.calls.append(call)
         self._slots.append(call)
         self._last = call
-        if self.previews:
-            call.preview = PartialJSON()
+        call.previews = self.previews
         self.events.append(ToolCallStart(id=call.id, name=call.name, index=call.index))
         return call
 
@@ -312,47 +335,20 @@ class Accumulator:
         """Append a fragment of argument text to `call`."""
         if not fragment or call.ended:
             return
-        call.fragments.append(fragment)
-        parser = call.preview
-        if parser is None:
-            self.events.append(_tool_call_delta(call.id, call.index, fragment, None))
-            return
-        if self.previews_per_read:
-            event = _tool_call_delta(call.id, call.index, fragment, call.arguments)
-            if call._pending is None:
-                self._stale.append(call)
-            call._pending = event
-            self.events.append(event)
-            return
-        parser.feed(fragment)
-        size = parser.size
-        if size < _PREVIEW_EVERY_FRAGMENT_BELOW or size >= call._preview_at:
-            call.arguments = parser.snapshot()
-            call._preview_at = size + (size >> 2)
-        self.events.append(_tool_call_delta(call.id, call.index, fragment, call.arguments))
-
-    @staticmethod
-    def _feed_preview(call: ToolCallBuilder, parser: PartialJSON) -> None:
-        """Per-read mode: give the parser this read's fragments in one piece (one scan, not one per fragment)."""
         fragments = call.fragments
-        if call._fed < len(fragments):
-            parser.feed("".join(fragments[call._fed:]))
-            call._fed = len(fragments)
-
-    def refresh_previews(self) -> None:
-        """End of a network read (`previews_per_read`): give each call's last fragment a fresh preview."""
-        for call in self._stale:
-            event, call._pending = call._pending, None
-            parser = call.preview
-            if event is None or parser is None:
-                continue
-            self._feed_preview(call, parser)
-            size = parser.size
-            if size < _PREVIEW_EVERY_FRAGMENT_BELOW or size >= call._preview_at:
-                call.arguments = parser.snapshot()
-                call._preview_at = size + (size >> 2)
-            event.arguments = call.arguments
-        self._stale.clear()
+        fragments.append(fragment)
+        if not call.previews:
+            self.events.append(_tool_call_delta(call.id, call.index, fragment, None))
+        elif _FAST_EVENTS:  # filled directly, as `_fast_tool_call_delta` does: this runs once per fragment
+            event: ToolCallDelta = _new(ToolCallDelta)
+            event.id = call.id
+            event.index = call.index
+            event.arguments_delta = fragment
+            event._deferred = (call, len(fragments))  # type: ignore[misc]  # (the slot is inherited)
+            event.type = "tool_call_delta"
+            self.events.append(event)
+        else:
+            self.events.append(_plain_deferred_delta(call, fragment, len(fragments)))
 
     def end_call(self, call: ToolCallBuilder, *, complete: bool = True, reason: str | None = None,
                  arguments: dict[str, Any] | None = None) -> ToolCallPart | InvalidToolCallPart:
@@ -364,10 +360,6 @@ class Accumulator:
         if call.result is not None:
             return call.result
         call.ended = True
-        if call._pending is not None and call.preview is not None:
-            self._feed_preview(call, call.preview)
-            call._pending.arguments = call.preview.snapshot()  # the fragments before the end, in full
-            call._pending = None
         raw = call.raw
         if arguments is not None and complete and depth_exceeds(arguments):
             complete, reason = False, _TOO_DEEP
@@ -388,7 +380,6 @@ class Accumulator:
             result = InvalidToolCallPart(id=call.id, name=call.name, arguments_raw=raw,
                                          reason=reason or TRUNCATED_REASON, provider_data=call.provider_data)
         call.result = result
-        call.preview = None
         self.events.append(ToolCallEnd(index=call.index, call=result))
         return result
 

@@ -42,7 +42,7 @@ _BROKEN = 6  # malformed input: the preview stops here
 class PartialJSON:
     """Feed JSON text in fragments; take snapshots of the value parsed so far."""
 
-    __slots__ = ("_bad", "_ctrl", "_done", "_escaped", "_key", "_lit", "_mode", "_nested", "_odd", "_raw", "_root",
+    __slots__ = ("_bad", "_ctrl", "_done", "_escaped", "_key", "_lit", "_mode", "_odd", "_places", "_raw", "_root",
                  "_stack", "_str_is_key", "size")
 
     def __init__(self) -> None:
@@ -50,8 +50,8 @@ class PartialJSON:
         self._mode = _VALUE
         self._stack: list[Any] = []  # open containers (dict or list)
         self._key: list[str | None] = []  # per open container: the key awaiting its value (dicts)
+        self._places: list[Any] = []  # per open container: its key or index in the one holding it
         self._root: Any = _MISSING
-        self._nested = False  # a container was opened inside another one
         # The string being read: `_done` is decoded, `_raw` is what came after it, still escaped.
         self._done = ""
         self._raw: list[str] = []
@@ -125,27 +125,36 @@ class PartialJSON:
                 return
 
     def snapshot(self) -> Any:
-        """The value so far, as fresh containers (safe to keep while parsing goes on); `None` if none."""
-        root = self._root
-        if not self._nested and type(root) is dict and self._mode == _STRING and not self._str_is_key:
-            # The usual preview: a flat object whose string value is streaming (a file's content).
-            copy = root.copy()
-            key = self._key[-1]
-            if key is not None:
-                copy[key] = self._partial_string()
-            return copy
-        if root is _MISSING:
-            if self._mode == _STRING and not self._str_is_key and not self._stack:
-                return self._partial_string()
-            return None
-        copy = _copy(self._root)
-        if self._mode == _STRING and not self._str_is_key and self._stack:
+        """The value so far (`None` if none), safe to keep while parsing goes on.
+
+        Only what parsing can still change is copied: the objects and arrays still open (the path from
+        the root to the value being read), each a shallow copy, and the string still arriving. Closed
+        containers never change again, so successive snapshots share them: the cost follows the open
+        path, not the size of the document so far. Snapshots are therefore meant to be read, not
+        changed in place.
+        """
+        stack = self._stack
+        streaming = self._mode == _STRING and not self._str_is_key
+        if not stack:
+            root = self._root
+            if root is _MISSING:
+                return self._partial_string() if streaming else None
+            return root  # a finished document (or scalar): nothing will change it
+        copy = parent = stack[0].copy()
+        if len(stack) > 1:
+            places = self._places
+            for depth in range(1, len(stack)):
+                child = stack[depth].copy()
+                parent[places[depth]] = child
+                parent = child
+        if streaming:
             # Show the string being streamed at the place it will land.
-            target = _follow(copy, self._stack, self._root)
-            if isinstance(target, list):
-                target.append(self._partial_string())
-            elif isinstance(target, dict) and self._key[-1] is not None:
-                target[self._key[-1]] = self._partial_string()
+            if type(parent) is list:
+                parent.append(self._partial_string())
+            else:
+                key = self._key[-1]
+                if key is not None:
+                    parent[key] = self._partial_string()
         return copy
 
     # -- internals -----------------------------------------------------------------------------
@@ -250,18 +259,23 @@ class PartialJSON:
 
     def _open(self, container: dict[str, Any] | list[Any]) -> bool:
         """Open a container; False (nothing opened) past `MAX_VALUE_DEPTH` (see the module docstring)."""
-        if self._stack:
-            self._nested = True
-            if len(self._stack) >= MAX_VALUE_DEPTH:
+        stack = self._stack
+        place: Any = None
+        if stack:
+            if len(stack) >= MAX_VALUE_DEPTH:
                 return False
+            top = stack[-1]
+            place = len(top) if type(top) is list else self._key[-1]
         self._value(container)
-        self._stack.append(container)
+        stack.append(container)
         self._key.append(None)
+        self._places.append(place)
         return True
 
     def _close(self) -> None:
         self._stack.pop()
         self._key.pop()
+        self._places.pop()
         self._mode = _AFTER
 
     def _value(self, value: Any) -> None:
@@ -312,33 +326,3 @@ def _incomplete_escape(raw: str) -> int:
                 return i
         i = raw.find("\\", i + 6)
     return n
-
-
-def _copy(value: Any) -> Any:
-    # Only containers are copied (values are immutable); called once per preview, so kept lean.
-    kind = type(value)
-    if kind is dict:
-        return {k: _copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
-    if kind is list:
-        return [_copy(v) if type(v) in _CONTAINERS else v for v in value]
-    return value
-
-
-_CONTAINERS = (dict, list)
-
-
-def _follow(copy: Any, stack: list[Any], root: Any) -> Any:
-    """The copy of the innermost open container (`stack[-1]`), found by walking from the root."""
-    node_orig, node_copy = root, copy
-    for container in stack[1:]:
-        if isinstance(node_orig, dict):
-            for k, v in node_orig.items():
-                if v is container:
-                    node_orig, node_copy = v, node_copy[k]
-                    break
-        else:
-            for idx in range(len(node_orig) - 1, -1, -1):
-                if node_orig[idx] is container:
-                    node_orig, node_copy = container, node_copy[idx]
-                    break
-    return node_copy

@@ -60,6 +60,13 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[tuple[str | None, bytes]]:
         """Add bytes; return the events they completed, in order (`EventTooLarge` past the limit)."""
         tail = self._tail
+        if not tail and chunk[-2:] == b"\n\n" and not self._lines:
+            # A live stream flushes each event as it is made, so a read is usually exactly one event with
+            # the head of the previous one: that is checked with two scans and no split.
+            prefix = self._prefix
+            size = len(prefix)
+            if chunk.startswith(prefix) and chunk.find(b"\n", size) == len(chunk) - 2 and b"\r" not in chunk:
+                return [(self._prefix_name, chunk[size:-2])]
         if tail:
             if self._pending or len(tail) > 65536:
                 # A long event is arriving: join only once a read can complete something.

@@ -90,14 +90,55 @@ class ToolCallStart:
     type: Literal["tool_call_start"] = "tool_call_start"
 
 
+class _DeferredArguments:
+    """Lets the accumulator leave `ToolCallDelta.arguments` unset and compute it when it is first read.
+
+    An event built that way holds `_deferred = (source, count)`: the call being streamed and how many
+    of its fragments the event covers. Reading `arguments` finds the slot unset, so Python asks
+    `__getattr__`, which takes the preview from the source, stores it in the slot (later reads are plain
+    slot reads of that same value) and lets the source go. An event built with `arguments=` never
+    comes here.
+    """
+
+    __slots__ = ("_deferred",)
+    _deferred: tuple[Any, int]
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "arguments":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        try:
+            source, count = self._deferred
+        except AttributeError:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute 'arguments'") from None
+        value = source.preview_at(count)
+        object.__setattr__(self, "arguments", value)  # the subclass's slot
+        del self._deferred
+        return value
+
+
 @dataclass(slots=True, kw_only=True)
-class ToolCallDelta:
+class ToolCallDelta(_DeferredArguments):
     """A fragment of a call's argument text.
 
-    `arguments` is a best-effort preview of the arguments parsed so far (an incomplete JSON object with
-    its unfinished tail dropped), or `None` when previews are off or nothing parses yet. Over HTTP it is
-    refreshed once per network read: the read's last fragment carries the fresh preview, earlier ones the
-    previous preview.
+    `arguments` is a best-effort preview of the arguments parsed from every fragment up to and
+    including this one (an incomplete JSON object with its unfinished tail dropped), or `None` when
+    previews are off or nothing parses yet. Each event's preview is its own: it never changes when more
+    fragments arrive.
+
+    Previews cost nothing until read. A streamed event keeps a reference to its call and computes the
+    preview the first time `arguments` is read (then keeps it), so a consumer that never looks pays
+    nothing, and one that reads every event in order pays for what each fragment added: the fragment
+    is parsed once, and a snapshot copies only the objects and arrays still open (the path to the value
+    being streamed). Finished values are shared between successive previews, so treat previews as
+    read-only. The string still arriving is the exception: a Python string cannot share its characters,
+    so each preview holds its own copy, and reading every preview of a very long string costs a copy of
+    it per read (read the previews you show, not all of them). Reading events out of order, or long
+    after they arrived, still gives each one its own exact preview; it re-parses the call's text up to
+    that event.
+
+    Why deferred rather than refreshed as fragments arrive: a live stream delivers one event per network
+    read, and a snapshot per read cost several times the parsing of the event itself, whether or not
+    anyone looked at it.
     """
 
     id: str

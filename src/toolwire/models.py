@@ -255,7 +255,7 @@ class StreamedResponse(ModelResponse):
         self._alarm: _Alarm | None = None
         self._secrets = Secrets.of_request(url, headers, model.api_key)
         self.accumulator = Accumulator(previews=model.previews, id_factory=model.id_factory,
-                                       provider=model.provider_name, previews_per_read=True)
+                                       provider=model.provider_name)
         self.message: Message | None = None
         self.usage: Usage | None = None
         self.finish_reason: FinishReason | None = None
@@ -310,8 +310,10 @@ class StreamedResponse(ModelResponse):
         # Without an alarm: while more time is left than this, a read relies on the socket's read timeout
         # (idle) and costs nothing extra; below it, a read gets a cancel scope of its own.
         slack = min(1.0, idle / 10)
-        plain_until = min(now + slack, deadline - idle + slack) if alarm is None else math.inf
+        plain_limit = deadline - idle + slack
+        plain_until = min(now + slack, plain_limit) if alarm is None else math.inf
         frames = 0
+        events = acc.events  # filled by the parser, emptied here after each read
         self._alarm = alarm
         try:
             while True:
@@ -340,14 +342,15 @@ class StreamedResponse(ModelResponse):
                         alarm.progress = now
                     else:
                         plain_until = now + slack
-                        if plain_until > deadline - idle + slack:
-                            plain_until = deadline - idle + slack
-                if acc._stale:
-                    acc.refresh_previews()
-                if acc.events:
-                    events, acc.events = acc.events, []
-                    for event in events:
-                        yield event
+                        if plain_until > plain_limit:
+                            plain_until = plain_limit
+                if events:
+                    # Each event is let go of as it is handed over: a preview, once read, may be large,
+                    # and a read can complete hundreds of events.
+                    if len(events) > 1:
+                        events.reverse()
+                    while events:
+                        yield events.pop()
                 if parser.stopped:
                     break
             if alarm is not None and alarm.fired is not None:

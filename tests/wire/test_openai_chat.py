@@ -461,3 +461,25 @@ def test_missing_api_key_is_a_clear_user_error(monkeypatch: pytest.MonkeyPatch) 
         get_model("gpt-4o")
     with pytest.raises(UserError, match="Unknown provider"):
         get_model("nope:model")
+
+
+def test_a_delta_with_reasoning_text_refusal_and_calls_keeps_their_order() -> None:
+    """Deltas usually hold one key; one holding several still gives thinking, text, refusal, then calls."""
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        payload = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+    body = b"".join([
+        chunk({"role": "assistant", "content": None, "reasoning_content": "think", "refusal": None}),
+        chunk({"reasoning": "more", "content": "Hi", "refusal": " no", "tool_calls": [
+            {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a"'}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}),
+        chunk({"content": "!"}),
+        chunk({}, "tool_calls"),
+    ])
+    result = replay("openai-chat", body)
+    kinds = [type(e).__name__ for e in result.events][:6]
+    assert kinds == ["ThinkingDelta", "ThinkingDelta", "TextDelta", "TextDelta", "ToolCallStart", "ToolCallDelta"]
+    assert result.message.text == "Hi no!"
+    assert result.message.metadata["refusal"] is True
+    assert [c.arguments for c in result.message.tool_calls] == [{"a": 1}]

@@ -106,7 +106,8 @@ class _Call:
     name: str
     id: str = ""
     fragments: list[str] = field(default_factory=list)
-    preview: Any = None
+    latest: ToolCallDelta | None = None
+    """The call's latest fragment event: its preview is only computed when the row is drawn."""
     call: ToolCallPart | InvalidToolCallPart | None = None
     state: Literal["streaming", "queued", "running"] = "streaming"
     started: float | None = None
@@ -118,8 +119,9 @@ class _Call:
             return self.call.arguments
         if isinstance(self.call, InvalidToolCallPart):
             return self.call.arguments_raw
-        if self.preview is not None:
-            return self.preview
+        preview = self.latest.arguments if self.latest is not None else None
+        if preview is not None:
+            return preview
         return "".join(self.fragments)
 
 
@@ -246,8 +248,7 @@ class RunRenderer:
             row = self._by_index.get(event.index)
             if row is not None:
                 row.fragments.append(event.arguments_delta)
-                if event.arguments is not None:
-                    row.preview = event.arguments
+                row.latest = event
         elif isinstance(event, ThinkingDelta):
             self._expecting = False
             self._text(event.text, "thinking")

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = ["JSONLinesParser", "SSEParser", "StreamParser", "WireProtocol", "sse_prefix"]
 
+_loads = orjson.loads
+
 _HEAD_BYTES = 512
 """How much of the body is kept for explaining a body in which nothing was recognised."""
 
@@ -276,14 +278,15 @@ class SSEParser(StreamParser):
         except EventTooLarge as exc:
             self.too_large(exc)
             return
-        if not events:
-            if not self.frames:
-                self.seen(chunk)
-            return
-        if not self.frames:
+        frames = self.frames
+        if not frames:
             self.seen(chunk)
+            if not events:
+                return
             self.framed(events[0][1])
-        self.frames += len(events)
+        elif not events:
+            return
+        self.frames = frames + len(events)
         if not self._inline:
             for event, data in events:
                 self.handle(event, data)
@@ -292,17 +295,15 @@ class SSEParser(StreamParser):
             return
         # `handle` inlined for the common case (a JSON object that the adapter reads): this runs once
         # per event. `[DONE]`, non-objects and bad JSON take the general path.
-        loads = orjson.loads
-        on_payload = self.on_payload
         for event, data in events:
             try:
-                payload = loads(data)
+                payload = _loads(data)
             except orjson.JSONDecodeError:
                 self.handle(event, data)
             else:
                 if type(payload) is dict:
                     try:
-                        on_payload(event, payload)
+                        self.on_payload(event, payload)
                     except InvalidField as exc:
                         self.invalid(exc, data)
                     except Exception as exc:

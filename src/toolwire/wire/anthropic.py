@@ -176,7 +176,10 @@ class AnthropicParser(SSEParser):
     def on_payload(self, event: str | None, payload: dict[str, Any]) -> None:
         # The payload's own `type` decides; the `event:` line is only a fallback.
         kind = payload.get("type") or event
-        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        if kind == "content_block_delta":  # nearly every event
+            self.on_block_delta(payload)
+            return
+        handler = _HANDLERS.get(kind) if type(kind) is str else None
         if handler is not None:
             handler(self, payload)
 

@@ -160,20 +160,25 @@ class OpenAIChatParser(SSEParser):
                 if delta:
                     if type(delta) is not dict:
                         wrong("choices[0].delta", "an object", delta)
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if reasoning:
-                        acc.thinking(need_str(reasoning, "choices[0].delta.reasoning"))
                     content = delta.get("content")
+                    tool_calls = delta.get("tool_calls")
+                    # Nearly every delta holds one key (`content` or `tool_calls`): the others are only
+                    # looked up when the delta has more keys than those two account for.
+                    others = len(delta) - (content is not None) - (tool_calls is not None)
+                    if others:
+                        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                        if reasoning:
+                            acc.thinking(need_str(reasoning, "choices[0].delta.reasoning"))
                     if content:
                         if type(content) is str:
                             acc.text(content)
                         else:
                             self.on_content(content)
-                    refusal = delta.get("refusal")
-                    if refusal:
-                        acc.metadata["refusal"] = True
-                        acc.text(need_str(refusal, "choices[0].delta.refusal"))
-                    tool_calls = delta.get("tool_calls")
+                    if others:
+                        refusal = delta.get("refusal")
+                        if refusal:
+                            acc.metadata["refusal"] = True
+                            acc.text(need_str(refusal, "choices[0].delta.refusal"))
                     if tool_calls:
                         if type(tool_calls) is not list:
                             wrong("choices[0].delta.tool_calls", "a list", tool_calls)
