@@ -34,7 +34,7 @@ async def collect(api: Api, chat: str, after: str | None = None) -> list[Event]:
 
 async def test_post_on_a_then_follow_and_resume_on_b_and_c_at_every_cut_point(replica: Replica,
                                                                             gate: GateServer) -> None:
-    a, b, c = replica(), replica(), replica()
+    a, b, c = replica(), replica(), replica("--db-pool-size", "2")  # a small pool serves as well, if slower
     gate.script("cuts", calls(("gated", {"label": "cut-tool"}), preamble="Looking it up."),
                 text("All done, and nothing was lost.", chunks=6))
     async with a.api() as on_a, b.api() as on_b, c.api() as on_c:

@@ -27,7 +27,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import anyio
 import orjson
 from pydantic import TypeAdapter
-from sqlalchemy import Row, delete, func, insert, select, update
+from sqlalchemy import Row, case, delete, func, insert, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -360,16 +360,16 @@ class SQLStore:
 
     @_shielded
     async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
-                        lease_seconds: float) -> RunStart:
+                        lease_seconds: float, title: str | None = None) -> RunStart:
         try:
-            return await self._start_run(chat_id, user_message, client_message_id, owner, lease_seconds)
+            return await self._start_run(chat_id, user_message, client_message_id, owner, lease_seconds, title)
         except _Earlier as earlier:
             return earlier.start
 
     async def _start_run(self, chat_id: str, user_message: Message, client_message_id: str, owner: str,
-                         lease_seconds: float) -> RunStart:
+                         lease_seconds: float, title: str | None) -> RunStart:
         async with self._write() as conn:
-            run_number = await self._next_run_number(conn, chat_id)
+            run_number = await self._next_run_number(conn, chat_id, title=title)
             earlier = (await conn.execute(select(messages).where(
                 messages.c.chat_id == chat_id, messages.c.client_message_id == client_message_id))).first()
             if earlier is not None:
@@ -393,11 +393,17 @@ class SQLStore:
         return RunStart(run=run, user_row=row, created=True)
 
     @staticmethod
-    async def _next_run_number(conn: AsyncConnection, chat_id: str) -> int:
+    async def _next_run_number(conn: AsyncConnection, chat_id: str, *, title: str | None = None) -> int:
         """Take the chat's next run number; this also locks the chat row (PostgreSQL) until the transaction ends,
-        so run starts and decisions on one chat happen one after another."""
+        so run starts and decisions on one chat happen one after another.
+
+        With `title`, the same statement names a chat that has no title yet (rolled back with the rest when the
+        run is refused, or when the message was sent before)."""
+        values: dict[str, Any] = {"run_count": chats.c.run_count + 1}
+        if title:
+            values["title"] = case((chats.c.title == "", title), else_=chats.c.title)
         number = (await conn.execute(update(chats).where(chats.c.id == chat_id)
-                                     .values(run_count=chats.c.run_count + 1)
+                                     .values(**values)
                                      .returning(chats.c.run_count))).scalar_one_or_none()
         if number is None:
             raise ChatNotFound(f"There is no chat {chat_id!r}.")
