@@ -22,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..exceptions import UserError
 
-__all__ = ["MIGRATIONS", "POSTGRES_POOL", "WRITE_OPTION", "create_engine_for", "normalize_url", "redacted_url", "upgrade_schema"]
+__all__ = ["MIGRATIONS", "POSTGRES_POOL", "WRITE_OPTION", "create_engine_for", "normalize_url", "redacted_url",
+           "upgrade_schema"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 

@@ -113,6 +113,7 @@ class SQLStore:
         self._migrate = migrate
         self._engine_options = dict(engine_options or {})
         self._engine: AsyncEngine | None = None
+        self._lease_engine: AsyncEngine | None = None
         self._sqlite = self.url.get_backend_name() == "sqlite"
         self._write_lock = anyio.Lock()
 
@@ -136,11 +137,19 @@ class SQLStore:
         if self._engine is not None:
             return
         self._engine = create_engine_for(self.url, **self._engine_options)
+        if not self._sqlite and "poolclass" not in self._engine_options:
+            # Lease renewals on a connection of their own: when runs hold every pooled connection, a renewal
+            # queued behind them let leases expire under runs that were alive (another replica then ended them).
+            self._lease_engine = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1,
+                                                                "max_overflow": 0, "pool_timeout": 5})
         if self._migrate:
             async with self._write() as conn:
                 await conn.run_sync(upgrade_schema)
 
     async def close(self) -> None:
+        if self._lease_engine is not None:
+            lease_engine, self._lease_engine = self._lease_engine, None
+            await lease_engine.dispose()
         if self._engine is not None:
             engine, self._engine = self._engine, None
             await engine.dispose()
@@ -168,6 +177,16 @@ class SQLStore:
                     yield conn
         else:
             async with self.engine.begin() as conn:
+                yield conn
+
+    @asynccontextmanager
+    async def _lease_write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction on the lease connection where there is one (PostgreSQL)."""
+        if self._lease_engine is None:
+            async with self._write() as conn:
+                yield conn
+        else:
+            async with self._lease_engine.begin() as conn:
                 yield conn
 
     @asynccontextmanager
@@ -583,7 +602,7 @@ class SQLStore:
     async def renew_leases(self, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
         if not run_ids:
             return 0
-        async with self._write() as conn:
+        async with self._lease_write() as conn:
             result = await conn.execute(update(runs).where(runs.c.id.in_(list(run_ids)), runs.c.lease_owner == owner,
                                                            runs.c.status == "running")
                                         .values(lease_expires_at=time.time() + lease_seconds))
