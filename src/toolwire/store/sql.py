@@ -321,15 +321,18 @@ class SQLStore:
 
     async def _insert_rows(self, conn: AsyncConnection, chat_id: str,
                            groups: Sequence[tuple[MessageKind, list[Message]]], *, run_id: str | None,
-                           client_message_id: str | None = None) -> list[MessageRow]:
+                           client_message_id: str | None = None, last: int | None = None) -> list[MessageRow]:
+        """Insert message rows; `last`: the chat's last sequence number, when the caller has already taken the
+        numbers (with the chat's row locked), else taken here."""
         if not groups:
             return []
         now = utc_now()
-        last = (await conn.execute(update(chats).where(chats.c.id == chat_id)
-                                   .values(last_sequence=chats.c.last_sequence + len(groups), updated_at=now)
-                                   .returning(chats.c.last_sequence))).scalar_one_or_none()
         if last is None:
-            raise ChatNotFound(f"There is no chat {chat_id!r}; create it before adding messages.")
+            last = (await conn.execute(update(chats).where(chats.c.id == chat_id)
+                                       .values(last_sequence=chats.c.last_sequence + len(groups), updated_at=now)
+                                       .returning(chats.c.last_sequence))).scalar_one_or_none()
+            if last is None:
+                raise ChatNotFound(f"There is no chat {chat_id!r}; create it before adding messages.")
         first = last - len(groups) + 1
         rows = [
             MessageRow(id=new_id("msg"), chat_id=chat_id, sequence_number=first + i, kind=kind,
@@ -338,12 +341,14 @@ class SQLStore:
                        client_message_id=client_message_id if i == 0 else None)
             for i, (kind, group) in enumerate(groups)
         ]
-        await conn.execute(insert(messages), [
+        values = [
             {"id": r.id, "chat_id": chat_id, "sequence_number": r.sequence_number, "role": r.role, "kind": r.kind,
              "run_id": run_id, "client_message_id": r.client_message_id, "created_at": now,
              "message_json": r.message_json}
             for r in rows
-        ])
+        ]
+        # One row is one statement; a list goes through the driver's executemany, which costs more round trips.
+        await conn.execute(insert(messages), values[0] if len(values) == 1 else values)
         return rows
 
     @_shielded
@@ -387,42 +392,51 @@ class SQLStore:
 
     async def _start_run(self, chat_id: str, user_message: Message, client_message_id: str, owner: str,
                          lease_seconds: float, title: str | None) -> RunStart:
+        # Four statements besides BEGIN and COMMIT, each a round trip: on a busy server every one of them costs
+        # as much CPU in the driver as the statement costs PostgreSQL.
         async with self._write() as conn:
-            run_number = await self._next_run_number(conn, chat_id, title=title)
-            earlier = (await conn.execute(select(messages).where(
-                messages.c.chat_id == chat_id, messages.c.client_message_id == client_message_id))).first()
-            if earlier is not None:
-                row = _message_row(earlier)
+            # The run number and the user message's sequence number in one statement, which also locks the chat's
+            # row (PostgreSQL) until commit: run starts and decisions on one chat happen one after another.
+            values: dict[str, Any] = {"run_count": chats.c.run_count + 1, "last_sequence": chats.c.last_sequence + 1,
+                                      "updated_at": utc_now()}
+            if title:
+                values["title"] = case((chats.c.title == "", title), else_=chats.c.title)
+            taken = (await conn.execute(update(chats).where(chats.c.id == chat_id).values(**values)
+                                        .returning(chats.c.run_count, chats.c.last_sequence))).first()
+            if taken is None:
+                raise ChatNotFound(f"There is no chat {chat_id!r}.")
+            earlier_id = select(messages.c.id).where(messages.c.chat_id == chat_id,
+                                                     messages.c.client_message_id == client_message_id)
+            active_id = select(runs.c.id).where(runs.c.chat_id == chat_id, runs.c.status.in_(ACTIVE_STATUSES)).limit(1)
+            found = (await conn.execute(select(earlier_id.scalar_subquery().label("earlier"),
+                                               active_id.scalar_subquery().label("active")))).one()
+            if found.earlier is not None:
+                row = _message_row((await conn.execute(select(messages).where(messages.c.id == found.earlier))).one())
                 if row.messages[0].text != user_message.text:
                     raise IdempotencyConflict(
                         f"client_message_id {client_message_id!r} was already used in this chat for another "
                         "message; give every new message its own client_message_id.")
                 run = await self._run_where(conn, runs.c.id == row.run_id)
                 assert run is not None
-                raise _Earlier(RunStart(run=run, user_row=row, created=False))  # rolls the run number back
-            active = await self._run_where(conn, runs.c.chat_id == chat_id, runs.c.status.in_(ACTIVE_STATUSES))
-            if active is not None:
-                raise _conflict(active)
-            run = Run(id=new_id("run"), chat_id=chat_id, run_number=run_number, status="running",
+                raise _Earlier(RunStart(run=run, user_row=row, created=False))  # rolls the numbers back
+            if found.active is not None:
+                active = await self._run_where(conn, runs.c.id == found.active)
+                assert active is not None
+                raise _conflict(active)  # rolls the numbers (and the title) back
+            run = Run(id=new_id("run"), chat_id=chat_id, run_number=taken.run_count, status="running",
                       client_message_id=client_message_id, lease_owner=owner,
                       lease_expires_at=time.time() + lease_seconds)
             await self._insert_run(conn, run)
             [row] = await self._insert_rows(conn, chat_id, [("user", [user_message])], run_id=run.id,
-                                            client_message_id=client_message_id)
+                                            client_message_id=client_message_id, last=taken.last_sequence)
         return RunStart(run=run, user_row=row, created=True)
 
     @staticmethod
-    async def _next_run_number(conn: AsyncConnection, chat_id: str, *, title: str | None = None) -> int:
+    async def _next_run_number(conn: AsyncConnection, chat_id: str) -> int:
         """Take the chat's next run number; this also locks the chat row (PostgreSQL) until the transaction ends,
-        so run starts and decisions on one chat happen one after another.
-
-        With `title`, the same statement names a chat that has no title yet (rolled back with the rest when the
-        run is refused, or when the message was sent before)."""
-        values: dict[str, Any] = {"run_count": chats.c.run_count + 1}
-        if title:
-            values["title"] = case((chats.c.title == "", title), else_=chats.c.title)
+        so run starts and decisions on one chat happen one after another."""
         number = (await conn.execute(update(chats).where(chats.c.id == chat_id)
-                                     .values(**values)
+                                     .values(run_count=chats.c.run_count + 1)
                                      .returning(chats.c.run_count))).scalar_one_or_none()
         if number is None:
             raise ChatNotFound(f"There is no chat {chat_id!r}.")
