@@ -114,6 +114,7 @@ class SQLStore:
         self._engine_options = dict(engine_options or {})
         self._engine: AsyncEngine | None = None
         self._lease_engine: AsyncEngine | None = None
+        self._read_engine: AsyncEngine | None = None
         self._sqlite = self.url.get_backend_name() == "sqlite"
         self._write_lock = anyio.Lock()
 
@@ -137,6 +138,8 @@ class SQLStore:
         if self._engine is not None:
             return
         self._engine = create_engine_for(self.url, **self._engine_options)
+        if not self._sqlite:  # the same pool, its connections in autocommit while they are lent out
+            self._read_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         if not self._sqlite and "poolclass" not in self._engine_options:
             # Lease renewals on a connection of their own: when runs hold every pooled connection, a renewal
             # queued behind them let leases expire under runs that were alive (another replica then ended them).
@@ -150,6 +153,7 @@ class SQLStore:
         if self._lease_engine is not None:
             lease_engine, self._lease_engine = self._lease_engine, None
             await lease_engine.dispose()
+        self._read_engine = None
         if self._engine is not None:
             engine, self._engine = self._engine, None
             await engine.dispose()
@@ -191,8 +195,21 @@ class SQLStore:
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[AsyncConnection]:
+        """A read of several statements, in one transaction (one snapshot)."""
         async with self.engine.connect() as conn:
             yield conn
+
+    @asynccontextmanager
+    async def _read_one(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for one SELECT: on PostgreSQL in autocommit, since one statement is its own snapshot
+        anyway, and the `BEGIN` and `ROLLBACK` around it were two of the three round trips of every lookup
+        (each round trip costs the server process a system call or two, which adds up under load)."""
+        if self._read_engine is None:
+            async with self.engine.connect() as conn:
+                yield conn
+        else:
+            async with self._read_engine.connect() as conn:
+                yield conn
 
     def _insert(self, table: Any) -> Any:
         """An INSERT with the dialect's ON CONFLICT support."""
@@ -258,7 +275,7 @@ class SQLStore:
         query = (select(users.c.id, users.c.name)
                  .join(api_tokens, api_tokens.c.user_id == users.c.id)
                  .where(api_tokens.c.token_hash == hash_token(token), api_tokens.c.revoked_at.is_(None)))
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             row = (await conn.execute(query)).first()
         return User(id=row.id, name=row.name) if row is not None else None
 
@@ -280,12 +297,12 @@ class SQLStore:
     async def list_chats(self, user_id: str, *, limit: int = 200) -> list[Chat]:
         query = (select(chats).where(chats.c.user_id == user_id)
                  .order_by(chats.c.updated_at.desc(), chats.c.id.desc()).limit(limit))
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return [_chat(row) for row in await conn.execute(query)]
 
     @_shielded
     async def get_chat(self, user_id: str, chat_id: str) -> Chat | None:
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             row = (await conn.execute(select(chats).where(chats.c.id == chat_id, chats.c.user_id == user_id))).first()
         return _chat(row) if row is not None else None
 
@@ -357,7 +374,7 @@ class SQLStore:
                  .order_by(messages.c.sequence_number))
         if limit is not None:
             query = query.limit(limit)
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return [_message_row(row) for row in await conn.execute(query)]
 
     # -- ChatMemory --------------------------------------------------------------------------
@@ -506,17 +523,17 @@ class SQLStore:
 
     @_shielded
     async def get_run(self, chat_id: str, run_id: str) -> Run | None:
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return await self._run_where(conn, runs.c.id == run_id, runs.c.chat_id == chat_id)
 
     @_shielded
     async def run_by_number(self, chat_id: str, run_number: int) -> Run | None:
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return await self._run_where(conn, runs.c.chat_id == chat_id, runs.c.run_number == run_number)
 
     @_shielded
     async def active_run(self, chat_id: str) -> Run | None:
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return await self._run_where(conn, runs.c.chat_id == chat_id, runs.c.status == "running")
 
     @_shielded
@@ -626,7 +643,7 @@ class SQLStore:
     async def expired_runs(self) -> list[Run]:
         query = select(runs).where(runs.c.status == "running",
                                    func.coalesce(runs.c.lease_expires_at, 0.0) < time.time())
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return [_run(row) for row in await conn.execute(query)]
 
     @_shielded
