@@ -142,7 +142,7 @@ class SQLStore:
             self._read_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         if not self._sqlite and "poolclass" not in self._engine_options:
             # Lease renewals on a connection of their own: when runs hold every pooled connection, a renewal
-            # queued behind them let leases expire under runs that were alive (another replica then ended them).
+            # queued behind them could let leases expire under runs still alive (another replica ends them).
             self._lease_engine = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1,
                                                                 "max_overflow": 0, "pool_timeout": 5})
         if self._migrate:

@@ -81,7 +81,8 @@ class RedisHub:
     Args:
         url: `redis://[:password@]host:port/db` (or `rediss://` for TLS, `unix:///path.sock`).
         prefix: Prefix of every key this server writes (several deployments may share one Redis).
-        max_connections: Size of the pool for writes, replays and scripts.
+        max_connections: Size of the pool for replays, scripts, signals and wake-ups (the reader and the
+            event writer have a connection each besides).
         block_seconds: Longest a blocked `XREAD` waits before it starts over (it also returns at once
             whenever there is something to read or the set of streams changes).
     """
