@@ -18,7 +18,9 @@ events (event ids must run 1, 2, 3... to `run_finished`, with every text chunk t
 latency of each text chunk (written by the model → read by the client: the whole server path, including
 the model connection; a follower that connects after the run began gets the earlier chunks from the log,
 counted apart as caught up); server CPU (cores, averaged over the run); each server's RSS growth (peak
-minus before the streams); Redis connections per server process and Redis CPU. Results go to
+minus before the streams); Redis connections per server process and Redis CPU; the server CPU per event
+received (which the machine's other work does not change much) and the cores the whole machine kept busy
+(other work included). Results go to
 `bench/results/load.md`, `load.json` and `load.png`.
 """
 
@@ -69,6 +71,13 @@ class Server:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def machine_busy_seconds() -> float:
+    """CPU time the whole machine spent busy (every core, every process), from /proc/stat."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:7]) - idle) / _TICKS  # steal (the 8th) is time this machine did not get
 
 
 def rss_bytes(pid: int) -> int:
@@ -123,6 +132,8 @@ class Outcome:
     redis_cpu: float | None = None
     client_cpu: float = 0.0
     provider_cpu: float = 0.0
+    machine_busy: float = 0.0
+    """Cores the whole machine kept busy during the run: these processes, PostgreSQL, and other work."""
     load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
     per_second: bool = False
     debug: list[tuple[int, float, float]] = field(default_factory=list)
@@ -149,6 +160,9 @@ class Outcome:
             "redis_connections_per_process": self.redis_connections,
             "redis_cpu_cores": None if self.redis_cpu is None else round(self.redis_cpu, 2),
             "client_cpu_cores": round(self.client_cpu, 2), "provider_cpu_cores": round(self.provider_cpu, 2),
+            "machine_busy_cores": round(self.machine_busy, 2),
+            "server_cpu_ms_per_event": round(sum(self.server_cpu) * self.duration * 1000 / self.events, 3)
+            if self.events else None,
             "load_average_before": self.load_average,
         }
 
@@ -235,6 +249,7 @@ async def run_scenario(name: str, servers: list[Server], provider: subprocess.Po
     outcome.rss_series = [[] for _ in pids]
     cpu_before = [cpu_seconds(pid) for pid in pids]
     provider_before = cpu_seconds(provider.pid)
+    machine_before = machine_busy_seconds()
     client_before = resource.getrusage(resource.RUSAGE_SELF)
     redis_before = redis_command("cpu") if redis_command else None
     headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -299,15 +314,16 @@ async def run_scenario(name: str, servers: list[Server], provider: subprocess.Po
             task.cancel()
     outcome.duration = time.monotonic() - began
     done.set()
-    await sampler
     outcome.server_cpu = [(cpu_seconds(pid) - before) / outcome.duration for pid, before in
                           zip(pids, cpu_before, strict=True)]
     outcome.provider_cpu = (cpu_seconds(provider.pid) - provider_before) / outcome.duration
+    outcome.machine_busy = (machine_busy_seconds() - machine_before) / outcome.duration
     client_after = resource.getrusage(resource.RUSAGE_SELF)
     outcome.client_cpu = ((client_after.ru_utime + client_after.ru_stime) -
                           (client_before.ru_utime + client_before.ru_stime)) / outcome.duration
     if redis_command:
         outcome.redis_cpu = (redis_command("cpu") - redis_before) / outcome.duration
+    await sampler  # after the readings above: its last sleep is not part of the run
     return outcome
 
 

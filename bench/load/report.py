@@ -32,11 +32,13 @@ def _row(s: dict[str, Any]) -> str:
     seconds = s["events_per_stream"] * s["interval"]
     kinds = s.get("error_kinds") or {}
     start = s["stream_start_ms"]
+    per_event = f" ({s['server_cpu_ms_per_event']} ms/event)" if s.get("server_cpu_ms_per_event") else ""
+    busy = s.get("machine_busy_cores", "-")
     errors = f"{s['errors']:,}" + (" (" + "; ".join(f"{n:,} {k}" for k, n in kinds.items()) + ")" if kinds else "")
     return (f"| {s['scenario']} | {s['streams']:,} x {seconds:g} s | {errors} | {s['lost']} / {s['duplicated']} | "
             f"{latency['p50']} / {latency['p90']} / **{latency['p99']}**{verdict} / {latency['max']} | "
             f"{start['p50']} / {start['p99']} | {s['text_events_caught_up']:,} | "
-            f"{' + '.join(str(c) for c in s['server_cpu_cores'])} | "
+            f"{' + '.join(str(c) for c in s['server_cpu_cores'])}{per_event} | {busy} | "
             f"{' + '.join(str(r) for r in s['rss_growth_mb'])} | {connections} | {redis_cpu} | "
             f"{s['load_average_before'][0]:.1f} |")
 
@@ -48,9 +50,9 @@ def write(outcomes: list[Outcome], folder: Path) -> None:
     lines = [f"Machine: {machine()}; the PostgreSQL server, Redis, the model, the servers and the client all on it.",
              "",
              "| scenario | streams x length | errors | lost / duplicated events | added latency p50 / p90 / **p99** / "
-             "max (ms) | stream start p50 / p99 (ms) | events caught up | server CPU (cores) | RSS growth (MB) | Redis connections per process | Redis CPU (cores) | "
-             "load average before |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "max (ms) | stream start p50 / p99 (ms) | events caught up | server CPU (cores) | machine busy (cores) | "
+             "RSS growth (MB) | Redis connections per process | Redis CPU (cores) | load average before |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [_row(s) for s in summaries]
     (folder / "load.md").write_text("\n".join(lines) + "\n")
     try:

@@ -127,7 +127,32 @@ async def test_a_follower_in_another_process_gets_every_event_once_through_the_s
         # the reader takes the chat up, then the process's one reader feeds them all from its copy.
         assert reader.event_log.redis_reads < 40 * 10
         connections = await reader.hub.connections()
-        assert sum(connections.values()) <= reader.hub.max_connections + 1
+        assert sum(connections.values()) <= reader.hub.max_connections + 2
+
+
+async def test_the_appends_of_many_runs_go_out_in_one_pipeline_on_the_writers_own_connection(
+        flushed: RedisServer) -> None:
+    async with process(flushed) as one:
+        log = one.event_log
+        for number in range(50):  # fifty runs append at one moment (none of them waits for its write)
+            await log.append(f"chat_{number}", [entry(1, 1, "run_started"), entry(1, 2, text="hi")])
+        await log.flush()
+        assert log.redis_writes == 1
+        for number in range(50):
+            assert [str(e.cursor) for e in await log.read_after(f"chat_{number}", Cursor(1, 0))] == ["1-1", "1-2"]
+        connections = await one.hub.connections()
+        assert connections["writer"] == 1 and connections.get("pool", 0) <= one.hub.max_connections
+
+
+async def test_wake_ups_asked_for_together_are_sent_together(flushed: RedisServer) -> None:
+    async with process(flushed) as one:
+        await one.hub.wake()
+        before = int(flushed.command("XLEN", f"toolwire:wake:{one.hub.process_id}").strip(":\r\n"))
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(one.hub.wake)
+        after = int(flushed.command("XLEN", f"toolwire:wake:{one.hub.process_id}").strip(":\r\n"))
+        assert 1 <= after - before <= 2
 
 
 async def test_signals_reach_the_process_that_runs_the_run(flushed: RedisServer) -> None:

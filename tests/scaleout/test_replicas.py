@@ -34,7 +34,7 @@ async def collect(api: Api, chat: str, after: str | None = None) -> list[Event]:
 
 async def test_post_on_a_then_follow_and_resume_on_b_and_c_at_every_cut_point(replica: Replica,
                                                                             gate: GateServer) -> None:
-    a, b, c = replica(), replica(), replica()
+    a, b, c = replica(), replica(), replica("--db-pool-size", "2")  # a small pool serves as well, if slower
     gate.script("cuts", calls(("gated", {"label": "cut-tool"}), preamble="Looking it up."),
                 text("All done, and nothing was lost.", chunks=6))
     async with a.api() as on_a, b.api() as on_b, c.api() as on_c:
@@ -262,7 +262,7 @@ async def test_redis_connections_stay_bounded_with_a_thousand_followers(replica:
         if name:
             process = name.split(":")[1]
             per_process[process] = per_process.get(process, 0) + 1
-    assert len(per_process) == 2 and all(count <= 5 for count in per_process.values()), per_process
+    assert len(per_process) == 2 and all(count <= 6 for count in per_process.values()), per_process
     for number in range(chats_count):
         gate.release_tool(f"many-{number}")
     with anyio.fail_after(60):

@@ -78,6 +78,8 @@ def test_serve_explains_bad_options_in_one_line(tmp_path: Path) -> None:
                            (["--tokens-file", "tokens.txt"], "USER TOKEN"),
                            (["--tokens-file", "missing.txt"], "Cannot read the tokens file"),
                            (["--db", "mysql://x/y"], "SQLite or PostgreSQL"),
+                           (["--db-pool-size", "8"], "drop it with a SQLite database"),
+                           (["--db", "postgresql://h/db", "--db-pool-size", "0"], "at least 1"),
                            (["--model", "nope"], "Unknown provider"),
                            (["--mcp", "/no/such/mcp-server"], "Could not connect to the MCP server '/no/such")):
         done = subprocess.run([sys.executable, "-m", "toolwire", "serve", "--port", "0", *args], cwd=tmp_path,

@@ -210,6 +210,31 @@ async def test_one_active_run_per_chat_and_idempotent_starts(store: SQLStore) ->
     assert finished.usage == {"input_tokens": 3} and finished.lease_owner is None
 
 
+async def test_a_run_start_names_an_untitled_chat_only_when_it_stores_the_run(store: SQLStore) -> None:
+    owner = await store.ensure_user("alice")
+    untitled = await store.create_chat(owner.id)
+    first = await store.start_run(untitled.id, user_message=Message.user("Plan my evening"), client_message_id="m-1",
+                                  owner="proc-1", lease_seconds=30, title="Plan my evening")
+    assert first.created
+    named = await store.get_chat(owner.id, untitled.id)
+    assert named is not None and named.title == "Plan my evening"
+    # A refused start (a run is active) and a repeated message change nothing, the title included.
+    with pytest.raises(RunConflict):
+        await store.start_run(untitled.id, user_message=Message.user("other"), client_message_id="m-2",
+                              owner="proc-1", lease_seconds=30, title="other")
+    await store.start_run(untitled.id, user_message=Message.user("Plan my evening"), client_message_id="m-1",
+                          owner="proc-1", lease_seconds=30, title="repeated")
+    await store.finish_run(first.run.id, status="completed", usage=None, error=None, steps=1, event_count=3)
+    # A chat that has a title keeps it.
+    await store.start_run(untitled.id, user_message=Message.user("later"), client_message_id="m-3",
+                          owner="proc-1", lease_seconds=30, title="later")
+    titled = await store.create_chat(owner.id, "mine")
+    await store.start_run(titled.id, user_message=Message.user("hello"), client_message_id="m-1", owner="proc-1",
+                          lease_seconds=30, title="hello")
+    assert [(c.id, c.title) for c in await store.list_chats(owner.id)] == [
+        (titled.id, "mine"), (untitled.id, "Plan my evening")]
+
+
 async def test_concurrent_starts_let_exactly_one_run_in(db_url: str) -> None:
     async with SQLStore(db_url) as setup:
         _, chat_id = await new_chat(setup)

@@ -64,6 +64,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--redis", default=None, metavar="URL",
                    help="redis://host:6379/0: share live event streams, cancellations and rate limits with the other "
                         "replicas on the same database (needed for more than one server process)")
+    p.add_argument("--db-pool-size", type=int, default=None, metavar="N",
+                   help="PostgreSQL connections this process keeps open (default: 20, and as many more during a "
+                        "burst); the replicas' sum must stay under the server's max_connections")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="the port (default: 8000; 0 picks a free one)")
     p.add_argument("--model", "-m", default=None, metavar="PROVIDER:MODEL",
@@ -188,6 +191,20 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _pool_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`--db-pool-size` as engine options: the burst overflow is as large as the pool (PostgreSQL only; SQLite
+    writers queue on one lock whatever the pool)."""
+    if args.db_pool_size is None:
+        return {}
+    if args.db_pool_size < 1:
+        raise UserError("--db-pool-size must be at least 1.")
+    from ..store._engine import normalize_url
+
+    if normalize_url(args.db).get_backend_name() != "postgresql":
+        raise UserError("--db-pool-size sizes the PostgreSQL connection pool; drop it with a SQLite database.")
+    return {"pool_size": args.db_pool_size, "max_overflow": args.db_pool_size}
+
+
 async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -211,7 +228,7 @@ async def _serve(args: argparse.Namespace) -> None:
     tools = list(DEMO_TOOLS) if demo else load_tools(args.tools)
     system = args.system if args.system is not None else (DEMO_SYSTEM if demo else None)
     spec = _pick_model(args)
-    store = SQLStore(args.db)
+    store = SQLStore(args.db, engine_options=_pool_options(args))
     secrets = list(args.redact)
     if args.api_key:
         secrets.append(args.api_key)

@@ -112,9 +112,8 @@ def _check_text(server: ServerState, text: str) -> None:
 
 async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str) -> Run:
     """Store the user's message and start its run (or attach to the run the same message started)."""
-    handle = await server.manager.send_message(user, chat, text, client_message_id)
-    if handle.created and not chat.title:
-        await server.store.rename_chat(user.id, chat.id, _title_from(text))
+    handle = await server.manager.send_message(user, chat, text, client_message_id,
+                                               title=None if chat.title else _title_from(text))
     if not handle.created and await server.log.position(chat.id, Cursor(handle.run.run_number, 0)) \
             is not Position.KNOWN:
         raise ApiError(410, "run_expired", "This message was already sent and its run's events are no longer kept; "

@@ -200,10 +200,10 @@ async def post_message(request: Request) -> Response:
     if len(body.text) > server.limits.max_message_chars:
         raise ApiError(422, "message_too_long", f"The message is longer than {server.limits.max_message_chars:,} "
                                                 "characters; shorten it or split it.")
-    handle = await server.manager.send_message(user, chat, body.text, body.client_message_id)
+    # A chat without a title is named after its first message in the transaction that starts the run.
+    handle = await server.manager.send_message(user, chat, body.text, body.client_message_id,
+                                               title=None if chat.title else _title_from(body.text))
     first = Cursor(handle.run.run_number, 0)
-    if handle.created and not chat.title:
-        await server.store.rename_chat(user.id, chat.id, _title_from(body.text))
     if not handle.created and await server.log.position(chat.id, first) is not Position.KNOWN:
         raise ApiError(410, "run_expired", "This message was already sent and its run's events are no longer kept; "
                                            "reload the chat's messages (its answer is stored there).")

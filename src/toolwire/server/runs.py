@@ -189,13 +189,15 @@ class RunManager:
                 raise ApiError(429, "rate_limited", f"Too many {what} for this user right now; try again in "
                                                     f"{seconds} s.", headers={"Retry-After": str(seconds)})
 
-    async def send_message(self, user: User, chat: Chat, text: str, client_message_id: str) -> RunHandle:
-        """Store the user's message and start a run answering it (or find the run it already started)."""
+    async def send_message(self, user: User, chat: Chat, text: str, client_message_id: str, *,
+                           title: str | None = None) -> RunHandle:
+        """Store the user's message and start a run answering it (or find the run it already started); `title`
+        names a chat that has none, in the same transaction."""
         await self._admit(user)
         try:
             start = await self.store.start_run(chat.id, user_message=Message.user(text),
                                                client_message_id=client_message_id, owner=self.owner,
-                                               lease_seconds=self.lease_seconds)
+                                               lease_seconds=self.lease_seconds, title=title)
         except StoreError as exc:
             raise store_error(exc) from None
         if start.created:

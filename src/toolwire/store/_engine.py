@@ -7,6 +7,7 @@
   instead of failing halfway with "database is locked"; plain `BEGIN` for reads.
 - Migrations: Alembic, with the scripts shipped inside this package, run when a store opens. On
   PostgreSQL an advisory lock makes concurrent start-ups of several servers migrate once.
+- PostgreSQL's connection pool: `POSTGRES_POOL`.
 """
 
 from __future__ import annotations
@@ -21,12 +22,25 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..exceptions import UserError
 
-__all__ = ["MIGRATIONS", "WRITE_OPTION", "create_engine_for", "normalize_url", "redacted_url", "upgrade_schema"]
+__all__ = ["MIGRATIONS", "POSTGRES_POOL", "WRITE_OPTION", "create_engine_for", "normalize_url", "redacted_url",
+           "upgrade_schema"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 WRITE_OPTION = "toolwire_write"
 """Execution option marking a connection that will write (SQLite then begins `IMMEDIATE`)."""
+
+POSTGRES_POOL: dict[str, Any] = {"pool_size": 20, "max_overflow": 20, "pool_pre_ping": False, "pool_recycle": 1800,
+                                 "pool_timeout": 30}
+"""The PostgreSQL connection pool of one process (`SQLStore(engine_options=...)` overrides any of it).
+
+Twenty connections, and twenty more while a burst lasts: a run holds one only for the moment of a
+transaction, so this serves several hundred concurrent runs; PostgreSQL's default `max_connections`
+(100) then takes two replicas (`toolwire serve --db-pool-size` sets `pool_size`, the overflow follows).
+No ping before each checkout: under load that round trip was paid by every transaction, while a
+connection the server dropped fails the one transaction that meets it, and SQLAlchemy then discards the
+pool's connections and opens new ones. Connections are replaced after 30 minutes so that none outlives a failover
+behind a proxy for long."""
 
 _MIGRATION_LOCK = 0x746F6F6C77697265  # "toolwire": the advisory lock id for migrations on PostgreSQL
 
@@ -71,7 +85,7 @@ def create_engine_for(url: URL, **kwargs: Any) -> AsyncEngine:
     if url.get_backend_name() == "postgresql":
         if importlib.util.find_spec("asyncpg") is None:
             raise UserError("PostgreSQL needs the asyncpg driver: pip install 'toolwire[postgres]'.")
-        return create_async_engine(url, pool_pre_ping=True, **kwargs)
+        return create_async_engine(url, **{**POSTGRES_POOL, **kwargs})
     database = url.database or ""
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)

@@ -165,8 +165,11 @@ class Store(ChatMemory, Protocol):
 
     # -- runs --------------------------------------------------------------------------------
     async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
-                        lease_seconds: float) -> RunStart:
+                        lease_seconds: float, title: str | None = None) -> RunStart:
         """Store the user's message and a new `running` run with a lease, in one transaction.
+
+        `title`, when given, becomes the chat's title in that same transaction if the chat has none yet
+        (a chat is named after its first message without a transaction of its own).
 
         Raises `RunConflict` when the chat has a running or paused run, and `IdempotencyConflict` when
         `client_message_id` was used before with another text. The same id with the same text returns

@@ -27,7 +27,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import anyio
 import orjson
 from pydantic import TypeAdapter
-from sqlalchemy import Row, delete, func, insert, select, update
+from sqlalchemy import Row, case, delete, func, insert, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -113,6 +113,8 @@ class SQLStore:
         self._migrate = migrate
         self._engine_options = dict(engine_options or {})
         self._engine: AsyncEngine | None = None
+        self._lease_engine: AsyncEngine | None = None
+        self._read_engine: AsyncEngine | None = None
         self._sqlite = self.url.get_backend_name() == "sqlite"
         self._write_lock = anyio.Lock()
 
@@ -136,11 +138,22 @@ class SQLStore:
         if self._engine is not None:
             return
         self._engine = create_engine_for(self.url, **self._engine_options)
+        if not self._sqlite:  # the same pool, its connections in autocommit while they are lent out
+            self._read_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
+        if not self._sqlite and "poolclass" not in self._engine_options:
+            # Lease renewals on a connection of their own: when runs hold every pooled connection, a renewal
+            # queued behind them could let leases expire under runs still alive (another replica ends them).
+            self._lease_engine = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1,
+                                                                "max_overflow": 0, "pool_timeout": 5})
         if self._migrate:
             async with self._write() as conn:
                 await conn.run_sync(upgrade_schema)
 
     async def close(self) -> None:
+        if self._lease_engine is not None:
+            lease_engine, self._lease_engine = self._lease_engine, None
+            await lease_engine.dispose()
+        self._read_engine = None
         if self._engine is not None:
             engine, self._engine = self._engine, None
             await engine.dispose()
@@ -171,9 +184,32 @@ class SQLStore:
                 yield conn
 
     @asynccontextmanager
+    async def _lease_write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction on the lease connection where there is one (PostgreSQL)."""
+        if self._lease_engine is None:
+            async with self._write() as conn:
+                yield conn
+        else:
+            async with self._lease_engine.begin() as conn:
+                yield conn
+
+    @asynccontextmanager
     async def _read(self) -> AsyncIterator[AsyncConnection]:
+        """A read of several statements, in one transaction (one snapshot)."""
         async with self.engine.connect() as conn:
             yield conn
+
+    @asynccontextmanager
+    async def _read_one(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for one SELECT: on PostgreSQL in autocommit, since one statement is its own snapshot
+        anyway, and the `BEGIN` and `ROLLBACK` around it were two of the three round trips of every lookup
+        (each round trip costs the server process a system call or two, which adds up under load)."""
+        if self._read_engine is None:
+            async with self.engine.connect() as conn:
+                yield conn
+        else:
+            async with self._read_engine.connect() as conn:
+                yield conn
 
     def _insert(self, table: Any) -> Any:
         """An INSERT with the dialect's ON CONFLICT support."""
@@ -239,7 +275,7 @@ class SQLStore:
         query = (select(users.c.id, users.c.name)
                  .join(api_tokens, api_tokens.c.user_id == users.c.id)
                  .where(api_tokens.c.token_hash == hash_token(token), api_tokens.c.revoked_at.is_(None)))
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             row = (await conn.execute(query)).first()
         return User(id=row.id, name=row.name) if row is not None else None
 
@@ -261,12 +297,12 @@ class SQLStore:
     async def list_chats(self, user_id: str, *, limit: int = 200) -> list[Chat]:
         query = (select(chats).where(chats.c.user_id == user_id)
                  .order_by(chats.c.updated_at.desc(), chats.c.id.desc()).limit(limit))
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return [_chat(row) for row in await conn.execute(query)]
 
     @_shielded
     async def get_chat(self, user_id: str, chat_id: str) -> Chat | None:
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             row = (await conn.execute(select(chats).where(chats.c.id == chat_id, chats.c.user_id == user_id))).first()
         return _chat(row) if row is not None else None
 
@@ -302,15 +338,18 @@ class SQLStore:
 
     async def _insert_rows(self, conn: AsyncConnection, chat_id: str,
                            groups: Sequence[tuple[MessageKind, list[Message]]], *, run_id: str | None,
-                           client_message_id: str | None = None) -> list[MessageRow]:
+                           client_message_id: str | None = None, last: int | None = None) -> list[MessageRow]:
+        """Insert message rows; `last`: the chat's last sequence number, when the caller has already taken the
+        numbers (with the chat's row locked), else taken here."""
         if not groups:
             return []
         now = utc_now()
-        last = (await conn.execute(update(chats).where(chats.c.id == chat_id)
-                                   .values(last_sequence=chats.c.last_sequence + len(groups), updated_at=now)
-                                   .returning(chats.c.last_sequence))).scalar_one_or_none()
         if last is None:
-            raise ChatNotFound(f"There is no chat {chat_id!r}; create it before adding messages.")
+            last = (await conn.execute(update(chats).where(chats.c.id == chat_id)
+                                       .values(last_sequence=chats.c.last_sequence + len(groups), updated_at=now)
+                                       .returning(chats.c.last_sequence))).scalar_one_or_none()
+            if last is None:
+                raise ChatNotFound(f"There is no chat {chat_id!r}; create it before adding messages.")
         first = last - len(groups) + 1
         rows = [
             MessageRow(id=new_id("msg"), chat_id=chat_id, sequence_number=first + i, kind=kind,
@@ -319,12 +358,14 @@ class SQLStore:
                        client_message_id=client_message_id if i == 0 else None)
             for i, (kind, group) in enumerate(groups)
         ]
-        await conn.execute(insert(messages), [
+        values = [
             {"id": r.id, "chat_id": chat_id, "sequence_number": r.sequence_number, "role": r.role, "kind": r.kind,
              "run_id": run_id, "client_message_id": r.client_message_id, "created_at": now,
              "message_json": r.message_json}
             for r in rows
-        ])
+        ]
+        # One row is one statement; a list goes through the driver's executemany, which costs more round trips.
+        await conn.execute(insert(messages), values[0] if len(values) == 1 else values)
         return rows
 
     @_shielded
@@ -333,7 +374,7 @@ class SQLStore:
                  .order_by(messages.c.sequence_number))
         if limit is not None:
             query = query.limit(limit)
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return [_message_row(row) for row in await conn.execute(query)]
 
     # -- ChatMemory --------------------------------------------------------------------------
@@ -360,36 +401,51 @@ class SQLStore:
 
     @_shielded
     async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
-                        lease_seconds: float) -> RunStart:
+                        lease_seconds: float, title: str | None = None) -> RunStart:
         try:
-            return await self._start_run(chat_id, user_message, client_message_id, owner, lease_seconds)
+            return await self._start_run(chat_id, user_message, client_message_id, owner, lease_seconds, title)
         except _Earlier as earlier:
             return earlier.start
 
     async def _start_run(self, chat_id: str, user_message: Message, client_message_id: str, owner: str,
-                         lease_seconds: float) -> RunStart:
+                         lease_seconds: float, title: str | None) -> RunStart:
+        # Four statements besides BEGIN and COMMIT, each a round trip: on a busy server every one of them costs
+        # as much CPU in the driver as the statement costs PostgreSQL.
         async with self._write() as conn:
-            run_number = await self._next_run_number(conn, chat_id)
-            earlier = (await conn.execute(select(messages).where(
-                messages.c.chat_id == chat_id, messages.c.client_message_id == client_message_id))).first()
-            if earlier is not None:
-                row = _message_row(earlier)
+            # The run number and the user message's sequence number in one statement, which also locks the chat's
+            # row (PostgreSQL) until commit: run starts and decisions on one chat happen one after another.
+            values: dict[str, Any] = {"run_count": chats.c.run_count + 1, "last_sequence": chats.c.last_sequence + 1,
+                                      "updated_at": utc_now()}
+            if title:
+                values["title"] = case((chats.c.title == "", title), else_=chats.c.title)
+            taken = (await conn.execute(update(chats).where(chats.c.id == chat_id).values(**values)
+                                        .returning(chats.c.run_count, chats.c.last_sequence))).first()
+            if taken is None:
+                raise ChatNotFound(f"There is no chat {chat_id!r}.")
+            earlier_id = select(messages.c.id).where(messages.c.chat_id == chat_id,
+                                                     messages.c.client_message_id == client_message_id)
+            active_id = select(runs.c.id).where(runs.c.chat_id == chat_id, runs.c.status.in_(ACTIVE_STATUSES)).limit(1)
+            found = (await conn.execute(select(earlier_id.scalar_subquery().label("earlier"),
+                                               active_id.scalar_subquery().label("active")))).one()
+            if found.earlier is not None:
+                row = _message_row((await conn.execute(select(messages).where(messages.c.id == found.earlier))).one())
                 if row.messages[0].text != user_message.text:
                     raise IdempotencyConflict(
                         f"client_message_id {client_message_id!r} was already used in this chat for another "
                         "message; give every new message its own client_message_id.")
                 run = await self._run_where(conn, runs.c.id == row.run_id)
                 assert run is not None
-                raise _Earlier(RunStart(run=run, user_row=row, created=False))  # rolls the run number back
-            active = await self._run_where(conn, runs.c.chat_id == chat_id, runs.c.status.in_(ACTIVE_STATUSES))
-            if active is not None:
-                raise _conflict(active)
-            run = Run(id=new_id("run"), chat_id=chat_id, run_number=run_number, status="running",
+                raise _Earlier(RunStart(run=run, user_row=row, created=False))  # rolls the numbers back
+            if found.active is not None:
+                active = await self._run_where(conn, runs.c.id == found.active)
+                assert active is not None
+                raise _conflict(active)  # rolls the numbers (and the title) back
+            run = Run(id=new_id("run"), chat_id=chat_id, run_number=taken.run_count, status="running",
                       client_message_id=client_message_id, lease_owner=owner,
                       lease_expires_at=time.time() + lease_seconds)
             await self._insert_run(conn, run)
             [row] = await self._insert_rows(conn, chat_id, [("user", [user_message])], run_id=run.id,
-                                            client_message_id=client_message_id)
+                                            client_message_id=client_message_id, last=taken.last_sequence)
         return RunStart(run=run, user_row=row, created=True)
 
     @staticmethod
@@ -467,17 +523,17 @@ class SQLStore:
 
     @_shielded
     async def get_run(self, chat_id: str, run_id: str) -> Run | None:
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return await self._run_where(conn, runs.c.id == run_id, runs.c.chat_id == chat_id)
 
     @_shielded
     async def run_by_number(self, chat_id: str, run_number: int) -> Run | None:
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return await self._run_where(conn, runs.c.chat_id == chat_id, runs.c.run_number == run_number)
 
     @_shielded
     async def active_run(self, chat_id: str) -> Run | None:
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return await self._run_where(conn, runs.c.chat_id == chat_id, runs.c.status == "running")
 
     @_shielded
@@ -577,7 +633,7 @@ class SQLStore:
     async def renew_leases(self, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
         if not run_ids:
             return 0
-        async with self._write() as conn:
+        async with self._lease_write() as conn:
             result = await conn.execute(update(runs).where(runs.c.id.in_(list(run_ids)), runs.c.lease_owner == owner,
                                                            runs.c.status == "running")
                                         .values(lease_expires_at=time.time() + lease_seconds))
@@ -587,7 +643,7 @@ class SQLStore:
     async def expired_runs(self) -> list[Run]:
         query = select(runs).where(runs.c.status == "running",
                                    func.coalesce(runs.c.lease_expires_at, 0.0) < time.time())
-        async with self._read() as conn:
+        async with self._read_one() as conn:
             return [_run(row) for row in await conn.execute(query)]
 
     @_shielded

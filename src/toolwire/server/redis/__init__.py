@@ -36,7 +36,8 @@ class RedisBackends:
         retention_seconds: How long a chat's stream is kept after a run ends.
         runs_per_minute: Runs one user may start per minute, over all replicas.
         tool_calls_per_minute: Tool calls one user's runs may start per minute, over all replicas.
-        max_connections: The pool for writes, replays and scripts (the reader has one more).
+        max_connections: The pool for replays, scripts and signals (the reader and the event writer have one
+            connection each besides).
     """
 
     def __init__(self, url: str, *, prefix: str = "toolwire", max_events_per_chat: int = 10_000,

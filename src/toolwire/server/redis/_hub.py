@@ -7,11 +7,16 @@ Per process, however many followers it serves, there are:
   process writes), the signals stream (cancellations), and this process's wake-up stream. Whenever the
   set of followed streams changes, one entry is added to the wake-up stream, so the blocked read
   returns at once and starts over with the new set;
-- a small *pool* (`max_connections`, 4 by default) for everything else: event writes (batched: all the
-  appends waiting at one moment go out in one pipeline), replays, the rate-limit script, signals.
+- one *writer* connection (`writer`), used only by the event log's writer task: every append waiting at
+  one moment goes out in one pipeline on it, so the events of many runs cost one round trip, and that
+  round trip never queues behind a replay or a script for a pool connection (under load it did, and every
+  run's events waited with it);
+- a small *pool* (`max_connections`, 4 by default) for everything else: replays, the rate-limit script,
+  signals, and the wake-ups of the reader (coalesced: all the wake-ups asked for while one is on its way
+  go out together in the next).
 
 Nothing here opens a connection per follower, per chat or per run: `CLIENT LIST` shows at most
-`max_connections + 1` connections named `toolwire:<process>:...` per process.
+`max_connections + 2` connections named `toolwire:<process>:...` per process.
 
 Whatever reads through the reader is a `StreamSource`: it says which streams it follows and from which
 entry id, and gets the entries the read returns. redis-py's asyncio client ties this package to the
@@ -20,6 +25,7 @@ asyncio event loop (the server runs on it anyway).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -75,7 +81,8 @@ class RedisHub:
     Args:
         url: `redis://[:password@]host:port/db` (or `rediss://` for TLS, `unix:///path.sock`).
         prefix: Prefix of every key this server writes (several deployments may share one Redis).
-        max_connections: Size of the pool for writes, replays and scripts.
+        max_connections: Size of the pool for replays, scripts, signals and wake-ups (the reader and the
+            event writer have a connection each besides).
         block_seconds: Longest a blocked `XREAD` waits before it starts over (it also returns at once
             whenever there is something to read or the set of streams changes).
     """
@@ -88,8 +95,12 @@ class RedisHub:
         self.max_connections = max_connections
         self.block_seconds = block_seconds
         self.client: Any = None
+        self.writer: Any = None
+        """The event log writer's own connection (one task writes on it, so it never waits for another)."""
         self._pool: Any = None
         self._reader: Any = None
+        self._wake_wanted = asyncio.Event()
+        self._wake_waiters: list[asyncio.Future[None]] = []
         self._sources: list[StreamSource] = []
         self._owners: dict[bytes, StreamSource] = {}
         self._wake_key = f"{prefix}:wake:{self.process_id}".encode()
@@ -121,6 +132,8 @@ class RedisHub:
                                                         client_name=f"{name}:pool", socket_connect_timeout=5)
         self._pool = pool
         self.client = aioredis.Redis(connection_pool=pool)
+        self.writer = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
+            self.url, max_connections=1, timeout=30, client_name=f"{name}:writer", socket_connect_timeout=5))
         # The reader blocks for `block_seconds`: its socket timeout must be longer.
         self._reader = aioredis.Redis.from_url(self.url, single_connection_client=True, client_name=f"{name}:reader",
                                                socket_connect_timeout=5, socket_timeout=self.block_seconds + 30)
@@ -135,6 +148,7 @@ class RedisHub:
         for source in self._sources:
             await source.opened(self)
         tg.start_soon(self._read_loop)
+        tg.start_soon(self._wake_loop)
 
     async def aclose(self) -> None:
         """Close the connections (the reader task ends with the task group that runs it); idempotent."""
@@ -145,18 +159,50 @@ class RedisHub:
 
     async def _close_clients(self) -> None:
         with anyio.CancelScope(shield=True):
-            for client in (self._reader, self.client):
+            for client in (self._reader, self.client, self.writer):
                 if client is not None:
                     await client.aclose()
             if self._pool is not None:
                 await self._pool.disconnect()
+            if self.writer is not None:
+                await self.writer.connection_pool.disconnect()
 
     # -- the reader --------------------------------------------------------------------------
 
     async def wake(self) -> None:
-        """Make the reader start its read over (the streams it should follow changed)."""
-        await self.client.execute_command("XADD", self._wake_key, "MAXLEN", "~", 16, "*", "w", 1)
-        await self.client.expire(self._wake_key, 3600)
+        """Make the reader start its read over (the streams it should follow changed); returns once the wake-up
+        is in Redis."""
+        done = asyncio.get_running_loop().create_future()
+        self._wake_waiters.append(done)
+        self._wake_wanted.set()
+        await done
+
+    def wake_soon(self) -> None:
+        """`wake()` without waiting for it."""
+        self._wake_wanted.set()
+
+    async def _wake_loop(self) -> None:
+        # A wake-up made after the set of streams changed restarts the read with the new set; several changes
+        # that happen while one wake-up is on its way are all covered by the next one.
+        while True:
+            await self._wake_wanted.wait()
+            self._wake_wanted.clear()
+            waiters, self._wake_waiters = self._wake_waiters, []
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.execute_command("XADD", self._wake_key, "MAXLEN", "~", 16, "*", "w", 1)
+                pipe.execute_command("EXPIRE", self._wake_key, 3600)
+                await pipe.execute()
+            except Exception as exc:  # Redis away: the reader's own retries and its block timeout cover it
+                if not waiters:
+                    logger.warning("Waking the Redis reader failed (%s)", exc)
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+                continue
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def _read_loop(self) -> None:
         pause = 0.05

@@ -7,8 +7,9 @@
   `run_started` gives its stream a long time-to-live (`live_ttl_seconds`, a safety net should every
   replica vanish); its `run_finished` shortens it to `retention_seconds`, after which Redis deletes the
   key. The messages themselves are in the database: an expired log only means "reload the messages".
-- **Writes are batched.** Every `append` waiting at one moment goes out in one pipeline; an append
-  returns once its entries are in Redis, so nothing is shown that other replicas cannot see.
+- **Writes are batched.** Every `append` waiting at one moment goes out in one pipeline, on the writer's
+  own connection (`RedisHub.writer`). Entries reach this process's followers only once they are in
+  Redis, so nothing is shown here that other replicas cannot see; a run waits for its `run_finished`.
 - **Followers read from memory where possible.** The process keeps a copy of the streams it serves
   (an `InMemoryEventLog`): the runs it executes are copied as they are written, so their local followers
   never read Redis; streams written elsewhere are copied by the process's one reader (`RedisHub`) while
@@ -120,6 +121,8 @@ class RedisEventLog:
         self._flush = asyncio.Event()
         self.redis_reads = 0
         """Reads that went to Redis (replays, and reads the copy could not answer)."""
+        self.redis_writes = 0
+        """Pipelines the writer sent (each carries every append that waited at that moment)."""
         hub.add_source(self)
 
     def key(self, chat_id: str) -> str:
@@ -132,7 +135,7 @@ class RedisEventLog:
         tg.start_soon(self._flush_loop)
 
     async def aclose(self) -> None:
-        if self._pending and self.hub.client is not None:  # the writer task has stopped: the rest goes now
+        if self._pending and self.hub.writer is not None:  # the writer task has stopped: the rest goes now
             batch, self._pending = self._pending, []
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await self._flush_batch(batch)
@@ -218,7 +221,7 @@ class RedisEventLog:
             if entries[-1].type == "run_finished":
                 self._writing.discard(chat_id)
                 if chat_id in self._interest:
-                    await self.hub.wake()  # followers here now read what other replicas write
+                    self.hub.wake_soon()  # followers here now read what other replicas write
             else:
                 self._writing.add(chat_id)
             if written:
@@ -227,7 +230,7 @@ class RedisEventLog:
                 done.set_result(None)
 
     async def _write(self, batch: list[_Pending]) -> list[Any]:
-        pipe = self.hub.client.pipeline(transaction=False)
+        pipe = self.hub.writer.pipeline(transaction=False)
         for chat_id, entries, _ in batch:
             if not entries:
                 continue
@@ -240,6 +243,7 @@ class RedisEventLog:
                 pipe.execute_command("EXPIRE", key, max(1, int(self.retention_seconds)))
             elif last == "run_started":
                 pipe.execute_command("EXPIRE", key, max(1, int(self.live_ttl_seconds)))
+        self.redis_writes += 1
         results: list[Any] = await pipe.execute(raise_on_error=False)
         return results
 
