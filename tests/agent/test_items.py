@@ -91,3 +91,11 @@ async def test_a_buffered_item_is_taken_without_waiting_and_cancellation_reaches
         await queue.get()
         pytest.fail("The wait was not cancelled.")
     assert scope.cancelled_caught
+
+
+async def test_buffered_and_get_nowait_take_without_waiting() -> None:
+    queue: ItemQueue[int] = ItemQueue()
+    assert not queue.buffered and queue.get_nowait() is None
+    queue.put(1)
+    assert queue.buffered and queue.get_nowait() == 1
+    assert not queue.buffered

@@ -169,3 +169,27 @@ def test_a_run_failed_by_another_library_says_so_without_its_code_or_message() -
     assert pool["code"] == "internal_error" and "QueuePool" not in pool["message"]
     assert "TimeoutError" in pool["message"] and "try again" in pool["message"]
     assert _describe(StoreError("The database is away.")) == {"code": "store_error", "message": "The database is away."}
+
+
+@pytest.mark.anyio
+async def test_log_waits_end_on_append_on_timeout_and_on_cancellation_leaving_no_waiter_behind() -> None:
+    log = InMemoryEventLog()
+    await log.append("c", [entry(1, 1)])
+    assert await log.wait("c", Cursor(1, 0), 5.0)  # already there
+    assert not await log.wait("c", Cursor(1, 1), 0.01)  # timed out
+    with anyio.move_on_after(0.01):
+        await log.wait("c", Cursor(1, 1), 5.0)  # cancelled
+    assert log._chats["c"].waiters == []
+    woken: list[bool] = []
+
+    async def follower() -> None:
+        woken.append(await log.wait("c", Cursor(1, 1), 5.0))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(follower)
+        await anyio.sleep(0.01)
+        assert len(log._chats["c"].waiters) == 3
+        await log.append("c", [entry(1, 2)])
+    assert woken == [True, True, True]
+    assert log._chats["c"].waiters == []

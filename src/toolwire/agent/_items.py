@@ -73,6 +73,15 @@ class ItemQueue(Generic[T]):
         elif not waiter.done():  # a reader cancelled while waiting left its future cancelled
             waiter.set_result(None)
 
+    @property
+    def buffered(self) -> bool:
+        """Items are waiting to be taken."""
+        return bool(self._items)
+
+    def get_nowait(self) -> T | None:
+        """The next buffered item, or `None` when none is buffered."""
+        return self._items.popleft() if self._items else None
+
     async def get(self) -> T | None:
         """The next item, waiting only when none is buffered; `None` once the queue ended or was closed."""
         items = self._items

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.lowlevel import checkpoint
 
 from ..agent import Agent, AgentRun, Approval as AgentApproval, RunResult, RunState
+from ..agent._items import ItemQueue
 from ..events import Event, MessageEndEvent, ToolResultEvent, ToolStartedEvent, Usage
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
@@ -153,16 +153,14 @@ class Runner:
         self.max_parallel_tools = max_parallel_tools
         self.resume = resume
         self.trace_context = trace_context  # the request's trace: the run outlives it but belongs to it
-        self._send: MemoryObjectSendStream[_ChannelItem]
-        self._receive: MemoryObjectReceiveStream[_ChannelItem]
-        # Unbounded, like the agent's own stream: its size is bounded by what the run produces.
-        self._send, self._receive = anyio.create_memory_object_stream[_ChannelItem](math.inf)
+        # Unbounded, like the agent's own queue: its size is bounded by what the run produces.
+        self._channel: ItemQueue[_ChannelItem] = ItemQueue()
         self._pending: deque[_Saved] = deque()
         self._awaiting: list[Message] | None = None
         self._step: int | None = None
         self._steps = 0
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy,
-                                notify=lambda saved: self._send.send_nowait(("saved", saved)))
+                                notify=lambda saved: self._channel.put(("saved", saved)))
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -243,15 +241,27 @@ class Runner:
         try:
             while True:
                 item = await run.next_item()
-                self._send.send_nowait(("item", item))
+                self._channel.put(("item", item))
         except StopAsyncIteration:
-            self._send.send_nowait(("end", None))
+            self._channel.put(("end", None))
         except Exception as exc:
-            self._send.send_nowait(("end", exc))
+            self._channel.put(("end", exc))
 
     async def _consume(self) -> Exception | None:
         """Publish the agent's items and the saved rows in order, until the run ends; returns its error."""
-        async for kind, payload in self._receive:
+        channel = self._channel
+        while True:
+            if channel.buffered:
+                # Followers run between two published events, also when a read brought many at once:
+                # a follower of a short log keeps up with a burst instead of finding its events dropped.
+                # Before taking the item: cancelled here, it stays for `_flush_saved`.
+                await checkpoint()
+                received = channel.get_nowait()
+            else:
+                received = await channel.get()
+            if received is None:
+                return None
+            kind, payload = received
             if kind == "end":
                 assert payload is None or isinstance(payload, Exception)
                 return payload
@@ -313,11 +323,8 @@ class Runner:
 
     async def _flush_saved(self) -> None:
         """Rows stored while the consumer was stopped (a cancelled run's last round) are published now."""
-        while True:
-            try:
-                kind, payload = self._receive.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                break
+        while (received := self._channel.get_nowait()) is not None:
+            kind, payload = received
             if kind == "saved":
                 assert isinstance(payload, _Saved)
                 self._pending.append(payload)
@@ -326,8 +333,7 @@ class Runner:
 
     async def _finish(self, outcome: _Outcome, started: float) -> None:
         await self._flush_saved()
-        self._send.close()
-        self._receive.close()
+        self._channel.close()
         usage = usage_dict(outcome.usage)
         duration = round(time.monotonic() - started, 3)
         result = outcome.result
