@@ -104,15 +104,21 @@ class RunPublisher:
 
     async def event(self, event: Event, step: int | None) -> LogEntry:
         """Publish a model or agent event."""
-        if type(event) is ToolCallDelta:
-            data = self._tool_call_delta(event)
-        else:
-            data = model_event(event)
-            if type(event) is ToolCallEnd:
-                self._previews.pop(event.call.id, None)
-        entry = self._entry(data, step)
+        entry = self._entry(self._event_dict(event), step)
         await self.log.append(self.chat_id, [entry])
         return entry
+
+    async def events(self, events: Sequence[Event], step: int | None) -> None:
+        """Publish model or agent events that arrived together, in one append (each its own cursor)."""
+        entries = [self._entry(self._event_dict(event), step) for event in events]
+        await self.log.append(self.chat_id, entries)
+
+    def _event_dict(self, event: Event) -> dict[str, Any]:
+        if type(event) is ToolCallDelta:
+            return self._tool_call_delta(event)
+        if type(event) is ToolCallEnd:
+            self._previews.pop(event.call.id, None)
+        return model_event(event)
 
     def _tool_call_delta(self, event: ToolCallDelta) -> dict[str, Any]:
         """The delta's dict, its preview kept only on the geometric schedule of the module docstring."""

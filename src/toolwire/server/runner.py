@@ -33,7 +33,20 @@ from anyio.lowlevel import checkpoint
 
 from ..agent import Agent, AgentRun, Approval as AgentApproval, RunResult, RunState
 from ..agent._items import ItemQueue
-from ..events import Event, MessageEndEvent, ToolResultEvent, ToolStartedEvent, Usage
+from ..events import (
+    Event,
+    FinishEvent,
+    MessageEndEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResultEvent,
+    ToolStartedEvent,
+    Usage,
+    UsageEvent,
+)
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
 from ..messages import Message
@@ -73,6 +86,15 @@ class _Saved:
     rows: list[MessageRow]
     published: bool = False
 
+
+_BATCHED: frozenset[type] = frozenset({TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, UsageEvent,
+                                       FinishEvent})
+"""The streamed events the runner stores nothing for: those that arrived together (one provider read, or
+while the publisher was busy) are published in one append, which the log's followers then read and send
+in one write. Every other item is published alone, after what it must be stored behind."""
+_BATCH = 8
+"""The most events published in one append: followers run at least this often during a burst, so they
+keep up with it even when the log keeps only a few dozen events per chat."""
 
 _ChannelItem: TypeAlias = (tuple[Literal["item"], Any] | tuple[Literal["saved"], _Saved]
                            | tuple[Literal["end"], Exception | None])
@@ -156,6 +178,8 @@ class Runner:
         # Unbounded, like the agent's own queue: its size is bounded by what the run produces.
         self._channel: ItemQueue[_ChannelItem] = ItemQueue()
         self._pending: deque[_Saved] = deque()
+        self._batch: list[Event] = []
+        """Streamed events taken from the channel and not yet published."""
         self._awaiting: list[Message] | None = None
         self._step: int | None = None
         self._steps = 0
@@ -250,18 +274,27 @@ class Runner:
     async def _consume(self) -> Exception | None:
         """Publish the agent's items and the saved rows in order, until the run ends; returns its error."""
         channel = self._channel
+        batch = self._batch
         while True:
-            if channel.buffered:
-                # Followers run between two published events, also when a read brought many at once:
-                # a follower of a short log keeps up with a burst instead of finding its events dropped.
-                # Before taking the item: cancelled here, it stays for `_flush_saved`.
-                await checkpoint()
-                received = channel.get_nowait()
-            else:
+            if not channel.buffered:
+                if batch:
+                    await self._publish_batch()
                 received = await channel.get()
+            else:
+                if len(batch) >= _BATCH:
+                    await self._publish_batch()
+                    # Followers run between two batches, as they do between two reads of the provider.
+                    # Before taking the next item: cancelled here, it stays for `_flush_saved`.
+                    await checkpoint()
+                received = channel.get_nowait()
             if received is None:
-                return None
+                break
             kind, payload = received
+            if kind == "item" and type(payload) in _BATCHED:
+                batch.append(payload)  # type: ignore[arg-type]
+                continue
+            if batch:
+                await self._publish_batch()
             if kind == "end":
                 assert payload is None or isinstance(payload, Exception)
                 return payload
@@ -283,6 +316,8 @@ class Runner:
                 continue
             self._awaiting = None  # a commit not followed by its rows: the agent did not keep that round
             await self._publish_event(payload)  # type: ignore[arg-type]
+        if batch:
+            await self._publish_batch()
         return None
 
     # -- publishing --------------------------------------------------------------------------
@@ -293,6 +328,12 @@ class Runner:
             self._steps += 1
             await self.publisher.run_event("step_started", self._step)
         return self._step
+
+    async def _publish_batch(self) -> None:
+        """Publish the streamed events taken so far in one append (see `_BATCHED`)."""
+        step = await self._open_step()
+        events, self._batch[:] = list(self._batch), []
+        await self.publisher.events(events, step)
 
     async def _publish_event(self, event: Event) -> None:
         step = await self._open_step()
