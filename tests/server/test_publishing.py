@@ -115,7 +115,9 @@ async def test_a_burst_is_published_in_small_batches_and_every_event_stays_resum
     assert [e.id for e in events] == [f"1-{i}" for i in range(1, len(events) + 1)]
     assert "".join(e.data["text"] for e in events if e.type == "text_delta" and e.data["step"] == 0) == "".join(words)
     sizes = [len(types) for types in log.appends]
-    assert max(sizes) == 8 and sum(sizes) == len(events)  # batches, never beyond eight events
+    # Batches (how many events one batch gets depends on what the publisher finds waiting when it runs),
+    # never beyond eight events; every event published once.
+    assert 1 < max(sizes) <= 8 and sum(sizes) == len(events)
     for types in log.appends:
         if len(types) > 1:  # what the runner stores first is never batched
             assert not {"tool_started", "tool_result", "message_end", "message_saved"} & set(types)
