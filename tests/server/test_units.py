@@ -6,8 +6,8 @@ import anyio
 import orjson
 import pytest
 
-from toolwire.events import TextDelta, ToolCallDelta, ToolResultEvent, Usage, event_to_dict
-from toolwire.messages import Message, ToolResultPart
+from toolwire.events import TextDelta, ToolCallDelta, ToolCallEnd, ToolResultEvent, Usage, event_to_dict
+from toolwire.messages import Message, ToolCallPart, ToolResultPart
 from toolwire.server import Cursor, CursorExpired, InMemoryEventLog, LogEntry, MemoryRateLimiter, Position
 from toolwire.server.encode import NativeEncoder
 from toolwire.server.events import RunPublisher, model_event, usage_dict
@@ -92,6 +92,34 @@ async def test_published_events_are_numbered_and_encoded_once() -> None:
     assert publisher.published == 2
 
 
+@pytest.mark.anyio
+async def test_argument_previews_are_published_on_a_schedule_that_keeps_a_call_linear() -> None:
+    log = InMemoryEventLog(max_events_per_chat=100_000)
+    publisher = RunPublisher(log, chat_id="c", run_id="run_1", run_number=1)
+    fragments = ['{"content": "', *["abcd"] * 5000, '"}']
+    text = ""
+    for fragment in fragments:
+        text += fragment
+        # What a model event holds: the preview so far (here, a fresh object with every fragment).
+        await publisher.event(ToolCallDelta(id="c1", index=0, arguments_delta=fragment,
+                                            arguments={"content": text[len('{"content": "'):]}), 0)
+    final = {"content": "abcd" * 5000}
+    await publisher.event(ToolCallEnd(index=0, call=ToolCallPart(id="c1", name="write", arguments=final,
+                                                        arguments_raw=orjson.dumps(final).decode())), 0)
+    events = [e.event for e in await log.read_after("c", Cursor(1, 0), limit=10_000)]
+    deltas = [e for e in events if e["type"] == "tool_call_delta"]
+    assert "".join(e["arguments_delta"] for e in deltas) == "".join(fragments)  # every fragment, in order
+    sent = [e["arguments"] for e in deltas if e["arguments"] is not None]
+    # Every delta carries the preview while the text is short, then each time it grew by a quarter...
+    assert all(e["arguments"] is not None for e in deltas[:200])
+    assert 250 < len(sent) < 280  # ~256 below 1 KiB, then one per quarter of growth up to 20 KB: ~14
+    # Linear: at most ~1 KiB² / 8 for the short part, then five times the final size (every delta: 50 MB).
+    assert sum(len(orjson.dumps(p)) for p in sent) < 140_000 + 5 * len(orjson.dumps(final))
+    # ...each one the call's preview at that delta, and the end carries the whole arguments.
+    assert sent[-1]["content"].startswith(sent[-2]["content"])
+    assert events[-1]["call"]["arguments"] == final
+
+
 def test_fast_event_dicts_equal_event_to_dict() -> None:
     events = [TextDelta(text="a"), ToolCallDelta(id="c", index=0, arguments_delta='{"x', arguments={"x": None}),
               ToolResultEvent(result=ToolResultPart(call_id="c", name="t", result={"ok": 1}), duration=0.5,
@@ -141,3 +169,27 @@ def test_a_run_failed_by_another_library_says_so_without_its_code_or_message() -
     assert pool["code"] == "internal_error" and "QueuePool" not in pool["message"]
     assert "TimeoutError" in pool["message"] and "try again" in pool["message"]
     assert _describe(StoreError("The database is away.")) == {"code": "store_error", "message": "The database is away."}
+
+
+@pytest.mark.anyio
+async def test_log_waits_end_on_append_on_timeout_and_on_cancellation_leaving_no_waiter_behind() -> None:
+    log = InMemoryEventLog()
+    await log.append("c", [entry(1, 1)])
+    assert await log.wait("c", Cursor(1, 0), 5.0)  # already there
+    assert not await log.wait("c", Cursor(1, 1), 0.01)  # timed out
+    with anyio.move_on_after(0.01):
+        await log.wait("c", Cursor(1, 1), 5.0)  # cancelled
+    assert log._chats["c"].waiters == []
+    woken: list[bool] = []
+
+    async def follower() -> None:
+        woken.append(await log.wait("c", Cursor(1, 1), 5.0))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(follower)
+        await anyio.sleep(0.01)
+        assert len(log._chats["c"].waiters) == 3
+        await log.append("c", [entry(1, 2)])
+    assert woken == [True, True, True]
+    assert log._chats["c"].waiters == []

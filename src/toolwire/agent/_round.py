@@ -28,13 +28,14 @@ from typing import Any, TypeAlias
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectSendStream
 
 from ..events import (
     Event,
     FinishReason,
     MessageEndEvent,
     TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
     ToolCallEnd,
     ToolResultEvent,
     ToolStartedEvent,
@@ -59,6 +60,7 @@ from ._execute import (
     invalid_call_result,
     results_in_order,
 )
+from ._items import ItemQueue
 from ._limits import TOOL_LIMIT_RESULT, UsageLimits
 from ._output import FINAL_RESULT_TOOL, apply_validators
 from ._types import StepResult
@@ -145,7 +147,7 @@ class RoundPlayer:
 
     _config: RunConfig
     _conversation_id: str | None
-    _send: MemoryObjectSendStream[Item] | None
+    _items: ItemQueue[Item] | None
     _settings: ModelSettings
     _trace: RunTrace | None
     _limits: UsageLimits | None
@@ -155,12 +157,9 @@ class RoundPlayer:
     steps: list[StepResult]
 
     def _emit(self, item: Item) -> None:
-        if self._send is None:
-            return
-        try:
-            self._send.send_nowait(item)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # the reader is gone; the run is being stopped
+        items = self._items
+        if items is not None:
+            items.put(item)  # dropped once the reader is gone (the run is being stopped)
 
     async def _play(self, round_: Round, body: Callable[[Round], Awaitable[None]]) -> None:
         """Run a round's work in its task group, then commit it however it ended.
@@ -249,13 +248,16 @@ class RoundPlayer:
     async def _read_events(self, round_: Round, response: ModelResponse) -> None:
         eager = self._config.tool_execution == "eager"
         seen = round_.seen
+        emit = self._emit
         try:
             async for event in response:
-                self._emit(event)
+                emit(event)
+                kind = type(event)
+                if kind is ToolCallDelta or kind is ThinkingDelta:
+                    continue  # the per-token events the round keeps nothing of: no isinstance chain for them
                 if isinstance(event, TextDelta):
-                    last = seen[-1] if seen else None
-                    if isinstance(last, list):
-                        last.append(event.text)
+                    if seen and type(seen[-1]) is list:
+                        seen[-1].append(event.text)
                     else:
                         seen.append([event.text])
                 elif isinstance(event, ToolCallEnd):

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import operator
 import secrets
 from collections.abc import Mapping, Sequence
@@ -42,7 +41,6 @@ from typing import Any, Generic
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..events import Event, Usage
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
@@ -57,6 +55,7 @@ from ._execute import Toolbox, results_in_order
 from ._guard import ACTIVE, check_position, check_resumable, claim_resume
 from ._history import validate_history
 from ._instructions import is_static, render_instructions
+from ._items import ItemQueue
 from ._limits import UsageLimits
 from ._output import FINAL_RESULT_TOOL, apply_validators, rejection_text
 from ._round import Committed, Item, Round, RoundPlayer, calls_of
@@ -159,8 +158,7 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         self.steps: list[StepResult] = []
         self._result: RunResult[OutputT] | None = None
         self._error: Exception | None = None
-        self._send: MemoryObjectSendStream[Item] | None = None
-        self._receive: MemoryObjectReceiveStream[Item] | None = None
+        self._items: ItemQueue[Item] | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._entered = False
         if config.memory is None and resume is None:
@@ -175,8 +173,7 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         self._entered = True
         if self._config.memory is not None:
             self._busy = ACTIVE.enter(self._config.memory, self._conversation_id)
-        # Unbounded: the run never waits for a slow reader, and its size is bounded by the responses.
-        self._send, self._receive = anyio.create_memory_object_stream[Item](math.inf)
+        self._items = ItemQueue()
         self._tg = anyio.create_task_group()
         try:
             await self._tg.__aenter__()
@@ -195,40 +192,50 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         assert self._tg is not None
-        assert self._send is not None
-        assert self._receive is not None
+        assert self._items is not None
         self._tg.cancel_scope.cancel()
         try:
             # The body's own exception is left to propagate as it is, never wrapped in a group: the
             # drive task does not raise, so the group has nothing of its own to report.
             await self._tg.__aexit__(None, None, None)
         finally:
-            self._send.close()
-            self._receive.close()
+            self._items.close()
             self._release()
 
     def __aiter__(self) -> AgentRun[OutputT]:
         return self
 
     async def __anext__(self) -> Event:
+        items = self._items
+        if items is None:
+            raise self._not_entered()
         while True:
-            item = await self.next_item()
+            item = await items.get()
+            if item is None:
+                raise self._ending()
             if not isinstance(item, Committed):
                 return item
 
     async def next_item(self) -> Item:
         """The next event or commit; raises the run's error after the last item."""
-        if self._receive is None:
-            raise UserError("Use the run inside `async with agent.stream(...) as run:` before iterating it.")
-        try:
-            return await self._receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            pass
+        if self._items is None:
+            raise self._not_entered()
+        item = await self._items.get()
+        if item is None:
+            raise self._ending()
+        return item
+
+    @staticmethod
+    def _not_entered() -> UserError:
+        return UserError("Use the run inside `async with agent.stream(...) as run:` before iterating it.")
+
+    def _ending(self) -> BaseException:
+        """What iteration raises after the last item: the run's interruption or error, else the end."""
         if self._interrupt is not None:
-            raise self._interrupt
+            return self._interrupt
         if self._error is not None:
-            raise self._error
-        raise StopAsyncIteration
+            return self._error
+        return StopAsyncIteration()
 
     @property
     def config(self) -> RunConfig:
@@ -315,8 +322,8 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
             logger.debug("Run %s %s after %d request(s).", self.id, result.status, self._requests)
             self._end_trace(None, status=result.status)
         finally:
-            assert self._send is not None
-            self._send.close()
+            assert self._items is not None
+            self._items.end()
 
     def _end_trace(self, error: BaseException | None, status: str | None = None) -> None:
         trace = self._trace

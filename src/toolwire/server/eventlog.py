@@ -16,6 +16,8 @@ are kept over all chats (least recently written chats are forgotten first).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -158,9 +160,8 @@ class _ChatLog:
     run_start: dict[int, int] = field(default_factory=dict)
     """Absolute position of each run's first event."""
     run_length: dict[int, int] = field(default_factory=dict)
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    waiters: int = 0
-    """Followers waiting on `changed` (without any, an append makes no new event)."""
+    waiters: list[Any] = field(default_factory=list)
+    """Followers waiting for the next append: asyncio futures, or `anyio.Event`s on other backends."""
     touched: float = field(default_factory=time.monotonic)
     finished: bool = True
     """The last run published its `run_finished` (the chat may be forgotten once idle)."""
@@ -183,6 +184,54 @@ class _ChatLog:
         if position < self.offset:
             return Position.EXPIRED, position
         return Position.KNOWN, position
+
+
+def _wake(log: _ChatLog) -> None:
+    waiters, log.waiters = log.waiters, []
+    for waiter in waiters:
+        if isinstance(waiter, anyio.Event):
+            waiter.set()
+        elif not waiter.done():
+            waiter.set_result(True)
+
+
+async def _wait(log: _ChatLog, timeout: float) -> None:
+    """Until the log's next append (or it is forgotten), at most `timeout` seconds.
+
+    A follower waits here after every event it sends, so on asyncio this is a bare future and a timer
+    handle, a fraction of what a cancel scope with a deadline and an `anyio.Event` cost; other
+    backends take the portable way.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        event = anyio.Event()
+        log.waiters.append(event)
+        try:
+            with anyio.move_on_after(timeout):
+                await event.wait()
+        finally:
+            if not event.is_set():  # timed out or cancelled: still listed
+                with contextlib.suppress(ValueError):
+                    log.waiters.remove(event)
+        return
+    future: asyncio.Future[bool] = loop.create_future()
+    log.waiters.append(future)
+    timer = loop.call_later(timeout, _expire, future)
+    try:
+        await future
+    finally:
+        timer.cancel()
+        # Woken by an append, the future is no longer listed; timed out or cancelled, it still is (a
+        # search through the chat's waiters, done only then).
+        if future.cancelled() or not future.done() or future.result() is False:
+            with contextlib.suppress(ValueError):
+                log.waiters.remove(future)
+
+
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
 
 
 class InMemoryEventLog:
@@ -220,8 +269,7 @@ class InMemoryEventLog:
             log.offset += excess
             self._total -= excess
         if log.waiters:
-            log.changed.set()
-            log.changed = anyio.Event()
+            _wake(log)
         self._evict(keep=chat_id)
 
     def _evict(self, keep: str) -> None:
@@ -238,7 +286,7 @@ class InMemoryEventLog:
         log = self._chats.pop(chat_id, None)
         if log is not None:
             self._total -= len(log.entries)
-            log.changed.set()
+            _wake(log)
 
     async def read_after(self, chat_id: str, after: Cursor, limit: int = 512) -> list[LogEntry]:
         log = self._chats.get(chat_id)
@@ -263,12 +311,7 @@ class InMemoryEventLog:
             return False
         if self._has_after(log, after):
             return True
-        log.waiters += 1
-        try:
-            with anyio.move_on_after(timeout):
-                await log.changed.wait()
-        finally:
-            log.waiters -= 1
+        await _wait(log, timeout)
         current = self._chats.get(chat_id)
         return (current is not None and self._has_after(current, after)) or current is not log
 

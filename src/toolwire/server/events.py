@@ -9,6 +9,13 @@ each browser protocol's encoder (`encode/`).
 `RunPublisher` numbers a run's events (the cursor's index) and encodes each once to JSON bytes.
 The per-chunk events (text, thinking, argument fragments) are turned into dicts by hand: one is made
 per streamed chunk, and going through pydantic for each would cost more than all the rest.
+
+A `tool_call_delta` carries the call's argument preview (`arguments`) only while the call's argument
+text is short and then each time it has grown by a quarter; in between it is `null` (a client keeps
+the last preview it got, or parses the deltas itself). Every delta would otherwise carry the whole
+preview so far, which makes a call's events quadratic in its size: a 450 KB argument streamed in
+100,000 fragments would be tens of gigabytes of JSON to encode, store and send. This way the previews
+of a call add up to a few times its final size. `tool_call_end` carries the complete arguments.
 """
 
 from __future__ import annotations
@@ -18,11 +25,23 @@ from typing import Any, Final
 
 import orjson
 
-from ..events import Event, TextDelta, ThinkingDelta, ToolCallDelta, ToolResultEvent, Usage, event_to_dict
+from ..events import (
+    Event,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolResultEvent,
+    Usage,
+    event_to_dict,
+)
 from ..messages import to_jsonable
 from .eventlog import Cursor, EventLog, LogEntry
 
 __all__ = ["RUN_EVENT_TYPES", "RunPublisher", "model_event", "usage_dict"]
+
+_PREVIEW_EVERY_DELTA_BELOW = 1024
+"""Characters of argument text below which every `tool_call_delta` carries the preview."""
 
 RUN_EVENT_TYPES: Final = ("run_started", "step_started", "approval_required", "message_saved", "step_finished",
                           "run_finished")
@@ -61,7 +80,7 @@ def usage_dict(usage: Usage | Mapping[str, Any] | None) -> dict[str, int | None]
 class RunPublisher:
     """Publishes one run's events into its chat's log, numbering them `<run_number>-1`, `-2`, ..."""
 
-    __slots__ = ("_index", "chat_id", "log", "run_id", "run_number")
+    __slots__ = ("_index", "_previews", "chat_id", "log", "run_id", "run_number")
 
     def __init__(self, log: EventLog, *, chat_id: str, run_id: str, run_number: int, last_index: int = 0) -> None:
         self.log = log
@@ -69,6 +88,8 @@ class RunPublisher:
         self.run_id = run_id
         self.run_number = run_number
         self._index = last_index
+        self._previews: dict[str, list[int]] = {}
+        """Per call id: the argument characters streamed so far, and the size at which a preview is next sent."""
 
     @property
     def published(self) -> int:
@@ -83,9 +104,35 @@ class RunPublisher:
 
     async def event(self, event: Event, step: int | None) -> LogEntry:
         """Publish a model or agent event."""
-        entry = self._entry(model_event(event), step)
+        entry = self._entry(self._event_dict(event), step)
         await self.log.append(self.chat_id, [entry])
         return entry
+
+    async def events(self, events: Sequence[Event], step: int | None) -> None:
+        """Publish model or agent events that arrived together, in one append (each its own cursor)."""
+        entries = [self._entry(self._event_dict(event), step) for event in events]
+        await self.log.append(self.chat_id, entries)
+
+    def _event_dict(self, event: Event) -> dict[str, Any]:
+        if type(event) is ToolCallDelta:
+            return self._tool_call_delta(event)
+        if type(event) is ToolCallEnd:
+            self._previews.pop(event.call.id, None)
+        return model_event(event)
+
+    def _tool_call_delta(self, event: ToolCallDelta) -> dict[str, Any]:
+        """The delta's dict, its preview kept only on the geometric schedule of the module docstring."""
+        sizes = self._previews.get(event.id)
+        if sizes is None:
+            sizes = self._previews[event.id] = [0, 0]
+        size = sizes[0] = sizes[0] + len(event.arguments_delta)
+        if size < _PREVIEW_EVERY_DELTA_BELOW or size >= sizes[1]:
+            sizes[1] = size + (size >> 2)
+            preview = event.arguments
+        else:
+            preview = None
+        return {"type": "tool_call_delta", "id": event.id, "index": event.index,
+                "arguments_delta": event.arguments_delta, "arguments": preview}
 
     async def run_event(self, type_: str, step: int | None, **fields: Any) -> LogEntry:
         """Publish one of the run's own events."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,10 +29,24 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.lowlevel import checkpoint
 
 from ..agent import Agent, AgentRun, Approval as AgentApproval, RunResult, RunState
-from ..events import Event, MessageEndEvent, ToolResultEvent, ToolStartedEvent, Usage
+from ..agent._items import ItemQueue
+from ..events import (
+    Event,
+    FinishEvent,
+    MessageEndEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResultEvent,
+    ToolStartedEvent,
+    Usage,
+    UsageEvent,
+)
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
 from ..messages import Message
@@ -73,6 +86,15 @@ class _Saved:
     rows: list[MessageRow]
     published: bool = False
 
+
+_BATCHED: frozenset[type] = frozenset({TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, UsageEvent,
+                                       FinishEvent})
+"""The streamed events the runner stores nothing for: those that arrived together (one provider read, or
+while the publisher was busy) are published in one append, which the log's followers then read and send
+in one write. Every other item is published alone, after what it must be stored behind."""
+_BATCH = 8
+"""The most events published in one append: followers run at least this often during a burst, so they
+keep up with it even when the log keeps only a few dozen events per chat."""
 
 _ChannelItem: TypeAlias = (tuple[Literal["item"], Any] | tuple[Literal["saved"], _Saved]
                            | tuple[Literal["end"], Exception | None])
@@ -153,16 +175,16 @@ class Runner:
         self.max_parallel_tools = max_parallel_tools
         self.resume = resume
         self.trace_context = trace_context  # the request's trace: the run outlives it but belongs to it
-        self._send: MemoryObjectSendStream[_ChannelItem]
-        self._receive: MemoryObjectReceiveStream[_ChannelItem]
-        # Unbounded, like the agent's own stream: its size is bounded by what the run produces.
-        self._send, self._receive = anyio.create_memory_object_stream[_ChannelItem](math.inf)
+        # Unbounded, like the agent's own queue: its size is bounded by what the run produces.
+        self._channel: ItemQueue[_ChannelItem] = ItemQueue()
         self._pending: deque[_Saved] = deque()
+        self._batch: list[Event] = []
+        """Streamed events taken from the channel and not yet published."""
         self._awaiting: list[Message] | None = None
         self._step: int | None = None
         self._steps = 0
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy,
-                                notify=lambda saved: self._send.send_nowait(("saved", saved)))
+                                notify=lambda saved: self._channel.put(("saved", saved)))
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -243,15 +265,36 @@ class Runner:
         try:
             while True:
                 item = await run.next_item()
-                self._send.send_nowait(("item", item))
+                self._channel.put(("item", item))
         except StopAsyncIteration:
-            self._send.send_nowait(("end", None))
+            self._channel.put(("end", None))
         except Exception as exc:
-            self._send.send_nowait(("end", exc))
+            self._channel.put(("end", exc))
 
     async def _consume(self) -> Exception | None:
         """Publish the agent's items and the saved rows in order, until the run ends; returns its error."""
-        async for kind, payload in self._receive:
+        channel = self._channel
+        batch = self._batch
+        while True:
+            if not channel.buffered:
+                if batch:
+                    await self._publish_batch()
+                received = await channel.get()
+            else:
+                if len(batch) >= _BATCH:
+                    await self._publish_batch()
+                    # Followers run between two batches, as they do between two reads of the provider.
+                    # Before taking the next item: cancelled here, it stays for `_flush_saved`.
+                    await checkpoint()
+                received = channel.get_nowait()
+            if received is None:
+                break
+            kind, payload = received
+            if kind == "item" and type(payload) in _BATCHED:
+                batch.append(payload)  # type: ignore[arg-type]
+                continue
+            if batch:
+                await self._publish_batch()
             if kind == "end":
                 assert payload is None or isinstance(payload, Exception)
                 return payload
@@ -273,6 +316,8 @@ class Runner:
                 continue
             self._awaiting = None  # a commit not followed by its rows: the agent did not keep that round
             await self._publish_event(payload)  # type: ignore[arg-type]
+        if batch:
+            await self._publish_batch()
         return None
 
     # -- publishing --------------------------------------------------------------------------
@@ -283,6 +328,12 @@ class Runner:
             self._steps += 1
             await self.publisher.run_event("step_started", self._step)
         return self._step
+
+    async def _publish_batch(self) -> None:
+        """Publish the streamed events taken so far in one append (see `_BATCHED`)."""
+        step = await self._open_step()
+        events, self._batch[:] = list(self._batch), []
+        await self.publisher.events(events, step)
 
     async def _publish_event(self, event: Event) -> None:
         step = await self._open_step()
@@ -313,11 +364,8 @@ class Runner:
 
     async def _flush_saved(self) -> None:
         """Rows stored while the consumer was stopped (a cancelled run's last round) are published now."""
-        while True:
-            try:
-                kind, payload = self._receive.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                break
+        while (received := self._channel.get_nowait()) is not None:
+            kind, payload = received
             if kind == "saved":
                 assert isinstance(payload, _Saved)
                 self._pending.append(payload)
@@ -326,8 +374,7 @@ class Runner:
 
     async def _finish(self, outcome: _Outcome, started: float) -> None:
         await self._flush_saved()
-        self._send.close()
-        self._receive.close()
+        self._channel.close()
         usage = usage_dict(outcome.usage)
         duration = round(time.monotonic() - started, 3)
         result = outcome.result

@@ -1,0 +1,97 @@
+"""`ItemQueue`: the run's items (events and commits) on their way from the run's task to its reader.
+
+One writer (the run's task group), one reader (the task iterating the run), unbounded: the run never
+waits for a slow reader, and what is buffered is bounded by the responses themselves.
+
+This is what `anyio.create_memory_object_stream` would do, minus its per-item costs, which at one
+item per streamed token were several times the cost of parsing the token:
+- the reader takes an item that is already there without a checkpoint (a scheduler round trip per
+  item), and waits only when nothing is buffered. Cancellation reaches it whenever it waits, which it
+  does as soon as it has caught up with the run;
+- the writer only appends and wakes a waiting reader; an item is never handed to a waiter directly,
+  so a reader cancelled while it waits loses nothing;
+- on asyncio the wait is on a bare future, which costs about a third of an `anyio.Event` (an event
+  and a future of its own per wait); other backends wait on an `anyio.Event`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any, Generic, TypeVar
+
+import anyio
+
+__all__ = ["ItemQueue"]
+
+T = TypeVar("T")
+
+
+class ItemQueue(Generic[T]):
+    """Items (never `None`) in order from one writer to one reader; `get` returns `None` after the last.
+
+    Create it in the task group's event loop (the loop decides how the reader waits).
+    """
+
+    __slots__ = ("_closed", "_ended", "_items", "_loop", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+        self._waiter: Any = None
+        self._ended = False
+        self._closed = False
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio)
+            self._loop = None
+
+    def put(self, item: T) -> None:
+        """Append an item; dropped once the reader has closed its side (the run is being stopped)."""
+        if self._closed or self._ended:
+            return
+        self._items.append(item)
+        if self._waiter is not None:
+            self._wake()
+
+    def end(self) -> None:
+        """No more items: the reader gets those buffered, then `None`."""
+        self._ended = True
+        self._wake()
+
+    def close(self) -> None:
+        """The reader is gone: buffered items are dropped and later ones are ignored."""
+        self._closed = True
+        self._items.clear()
+        self.end()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is None:
+            return
+        if isinstance(waiter, anyio.Event):
+            waiter.set()
+        elif not waiter.done():  # a reader cancelled while waiting left its future cancelled
+            waiter.set_result(None)
+
+    @property
+    def buffered(self) -> bool:
+        """Items are waiting to be taken."""
+        return bool(self._items)
+
+    def get_nowait(self) -> T | None:
+        """The next buffered item, or `None` when none is buffered."""
+        return self._items.popleft() if self._items else None
+
+    async def get(self) -> T | None:
+        """The next item, waiting only when none is buffered; `None` once the queue ended or was closed."""
+        items = self._items
+        while not items:
+            if self._ended:
+                return None
+            if self._loop is not None:
+                future = self._waiter = self._loop.create_future()
+                await future
+            else:
+                event = self._waiter = anyio.Event()
+                await event.wait()
+        return items.popleft()
