@@ -40,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from toolwire.server import ServerConfig, create_app
 from toolwire.testing.fake import FakeRequest, FakeText, FakeToolCall, FakeTurn, fake_protocol
 
 REPO = Path(__file__).resolve().parents[2]
@@ -365,3 +366,29 @@ async def read_events(response: httpx.Response, heartbeats: list[float] | None =
 
 def types(events: Sequence[Event], skip: Iterator[str] | Sequence[str] = ("text_delta", "tool_call_delta")) -> list[str]:
     return [e.type for e in events if e.type not in skip]
+
+
+IN_PROCESS_TOKEN = "in-process-user-token-0123456789"
+
+
+@asynccontextmanager
+async def serve_in_process(factory: Callable[..., Any], folder: Path, config: ServerConfig | None = None,
+                           **app_options: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """`create_app` under uvicorn on a loopback socket in this process (SQLite in `folder`), and a client
+    signed in as the user `dev` (token `IN_PROCESS_TOKEN`); `app_options` go to `create_app`."""
+    app = create_app(factory, store=f"sqlite:///{folder / 'app.db'}", tokens={"dev": [IN_PROCESS_TOKEN]},
+                     config=config or ServerConfig(web_dir=folder / "web"), **app_options)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", ws="none",
+                                           timeout_graceful_shutdown=1))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: server.serve(sockets=[sock]))
+        while not server.started:  # noqa: ASYNC110 - uvicorn has no started event
+            await anyio.sleep(0.01)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {IN_PROCESS_TOKEN}"},
+                                     trust_env=False, timeout=10) as client:
+            yield client
+        server.should_exit = True

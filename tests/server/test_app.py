@@ -2,47 +2,19 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-import uvicorn
 
-from tests.server.support import read_events
+from tests.server.support import read_events, serve_in_process
 from toolwire import Agent, tool
-from toolwire.server import ChatContext, ServerConfig, create_app
+from toolwire.server import ChatContext
 from toolwire.store import SQLStore
 from toolwire.testing import ScriptedModel, ToolCall
 
 pytestmark = pytest.mark.anyio
-
-TOKEN = "library-user-token-0123456789"
-
-
-@asynccontextmanager
-async def serving(factory: Callable[[ChatContext], Any], folder: Path,
-                  config: ServerConfig | None = None) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(factory, store=f"sqlite:///{folder / 'app.db'}", tokens={"dev": [TOKEN]},
-                     config=config or ServerConfig(web_dir=folder / "web"))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", ws="none",
-                                           timeout_graceful_shutdown=1))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: server.serve(sockets=[sock]))
-        while not server.started:  # noqa: ASYNC110 - uvicorn has no started event
-            await anyio.sleep(0.01)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"},
-                                     trust_env=False, timeout=10) as client:
-            yield client
-        server.should_exit = True
 
 
 async def run(client: httpx.AsyncClient, text: str) -> list[Any]:
@@ -65,7 +37,7 @@ async def test_create_app_serves_an_agent_built_per_run(tmp_path: Path) -> None:
         seen.append(ctx)
         return Agent(model, tools=[double], memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools)
 
-    async with serving(factory, tmp_path) as client:
+    async with serve_in_process(factory, tmp_path) as client:
         events = await run(client, "double 21")
         chat = events[0].data["chat_id"]
         rows = (await client.get(f"/api/chats/{chat}/messages")).json()["messages"]
@@ -81,7 +53,7 @@ async def test_an_agent_built_without_the_runs_memory_fails_the_run_clearly(tmp_
     def factory(ctx: ChatContext) -> Agent:
         return Agent(ScriptedModel(["hi"]))  # forgot memory=ctx.memory
 
-    async with serving(factory, tmp_path) as client:
+    async with serve_in_process(factory, tmp_path) as client:
         events = await run(client, "hello")
     finished = events[-1].data
     assert finished["status"] == "failed" and finished["error"]["code"] == "agent_misconfigured"
@@ -91,7 +63,7 @@ async def test_an_agent_built_without_the_runs_memory_fails_the_run_clearly(tmp_
 async def test_a_failing_model_fails_the_run_and_keeps_the_chat_usable(tmp_path: Path) -> None:
     model = ScriptedModel(RuntimeError("the model is down"), ["Back up."])
 
-    async with serving(lambda ctx: Agent(model, memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools),
+    async with serve_in_process(lambda ctx: Agent(model, memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools),
                        tmp_path) as client:
         events = await run(client, "hello")
         chat = events[0].data["chat_id"]
@@ -107,7 +79,7 @@ async def test_the_web_client_folder_is_served_when_present(tmp_path: Path) -> N
     web.mkdir()
     (web / "index.html").write_text("<!doctype html><title>toolwire web</title><script src='/static/app.js'></script>")
     (web / "app.js").write_text("console.log('hi')")
-    async with serving(lambda ctx: None, tmp_path) as client:
+    async with serve_in_process(lambda ctx: None, tmp_path) as client:
         page = await client.get("/")
         script = await client.get("/static/app.js")
     assert page.status_code == 200 and "toolwire web" in page.text and page.headers["cache-control"] == "no-cache"

@@ -6,25 +6,21 @@ every append; the model's provider (`httpx.MockTransport`) sends each response b
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import orjson
 import pytest
-import uvicorn
 
-from tests.server.support import Event, read_events
+from tests.server.support import Event, read_events, serve_in_process
 from toolwire import Agent, get_model, tool
-from toolwire.server import ChatContext, InMemoryEventLog, LogEntry, ServerConfig, create_app
+from toolwire.server import ChatContext, InMemoryEventLog, LogEntry
 
 pytestmark = pytest.mark.anyio
 
-TOKEN = "publishing-test-token-0123456789"
 
 
 class RecordingLog(InMemoryEventLog):
@@ -77,22 +73,8 @@ async def serving(bodies: list[bytes], folder: Path, log: InMemoryEventLog) -> A
     def factory(ctx: ChatContext) -> Agent:
         return Agent(model, tools=[note], memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools)
 
-    app = create_app(factory, store=f"sqlite:///{folder / 'app.db'}", tokens={"dev": [TOKEN]},
-                     config=ServerConfig(web_dir=folder / "web"), event_log=log)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", ws="none",
-                                           timeout_graceful_shutdown=1))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: server.serve(sockets=[sock]))
-        while not server.started:  # noqa: ASYNC110 - uvicorn has no started event
-            await anyio.sleep(0.01)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"},
-                                     trust_env=False, timeout=10) as client:
-            yield client
-        server.should_exit = True
+    async with serve_in_process(factory, folder, event_log=log) as client:
+        yield client
 
 
 async def test_a_burst_is_published_in_small_batches_and_every_event_stays_resumable(tmp_path: Path) -> None:
