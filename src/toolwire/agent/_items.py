@@ -22,7 +22,14 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-__all__ = ["ItemQueue"]
+__all__ = ["BACKLOG", "ItemQueue"]
+
+# A writer with this many items buffered lets the reader run (one checkpoint) before it goes on. Over a
+# socket the writer waits for every read and the reader keeps up; over reads that never wait (a mock
+# transport, a response already buffered) the writer would otherwise queue the whole response first,
+# and the garbage collector would walk every buffered event again and again (about 0.8 µs per event on
+# a 100,000-event stream). One checkpoint per 256 items costs nothing measurable.
+BACKLOG = 256
 
 T = TypeVar("T")
 
@@ -45,13 +52,19 @@ class ItemQueue(Generic[T]):
         except RuntimeError:  # not asyncio (trio)
             self._loop = None
 
-    def put(self, item: T) -> None:
-        """Append an item; dropped once the reader has closed its side (the run is being stopped)."""
+    def put(self, item: T) -> int:
+        """Append an item; dropped once the reader has closed its side (the run is being stopped).
+
+        Returns how many items are buffered, so that a writer that never waits (a response whose reads
+        are all ready at once) can step aside for the reader now and then (see `BACKLOG`).
+        """
         if self._closed or self._ended:
-            return
-        self._items.append(item)
+            return 0
+        items = self._items
+        items.append(item)
         if self._waiter is not None:
             self._wake()
+        return len(items)
 
     def end(self) -> None:
         """No more items: the reader gets those buffered, then `None`."""

@@ -28,6 +28,7 @@ from typing import Any, TypeAlias
 
 import anyio
 import anyio.abc
+from anyio.lowlevel import checkpoint
 
 from ..events import (
     Event,
@@ -60,7 +61,7 @@ from ._execute import (
     invalid_call_result,
     results_in_order,
 )
-from ._items import ItemQueue
+from ._items import BACKLOG, ItemQueue
 from ._limits import TOOL_LIMIT_RESULT, UsageLimits
 from ._output import FINAL_RESULT_TOOL, apply_validators
 from ._types import StepResult
@@ -156,10 +157,12 @@ class RoundPlayer:
     messages: list[Message]
     steps: list[StepResult]
 
-    def _emit(self, item: Item) -> None:
+    def _emit(self, item: Item) -> int:
+        """Hand an item to the reader; returns how many are buffered (0 once the reader is gone)."""
         items = self._items
         if items is not None:
-            items.put(item)  # dropped once the reader is gone (the run is being stopped)
+            return items.put(item)  # dropped once the reader is gone (the run is being stopped)
+        return 0
 
     async def _play(self, round_: Round, body: Callable[[Round], Awaitable[None]]) -> None:
         """Run a round's work in its task group, then commit it however it ended.
@@ -251,7 +254,8 @@ class RoundPlayer:
         emit = self._emit
         try:
             async for event in response:
-                emit(event)
+                if emit(event) >= BACKLOG:
+                    await checkpoint()  # let the reader catch up with a response whose reads never wait
                 kind = type(event)
                 if kind is ToolCallDelta or kind is ThinkingDelta:
                     continue  # the per-token events the round keeps nothing of: no isinstance chain for them

@@ -107,7 +107,7 @@ class RunMemory:
     """
 
     def __init__(self, store: Store, *, chat_id: str, run_id: str, policy: ResultPolicy,
-                 notify: Callable[[_Saved], None]) -> None:
+                 notify: Callable[[_Saved], object]) -> None:
         self._store = store
         self.chat_id = chat_id
         self.run_id = run_id
