@@ -13,8 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from tests.server.support import GateServer, ServerProcess, calls, read_events, text
-from tests.server.test_app import serving
+from tests.server.support import GateServer, ServerProcess, calls, read_events, serve_in_process, text
 from toolwire import Agent, telemetry, tool
 from toolwire.server import ChatContext
 from toolwire.testing import ScriptedModel, ToolCall
@@ -74,7 +73,7 @@ async def test_a_run_continues_the_trace_of_the_request_that_started_it(tmp_path
     def factory(ctx: ChatContext) -> Agent:
         return Agent(model, tools=[double], memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools)
 
-    async with serving(factory, tmp_path) as client:
+    async with serve_in_process(factory, tmp_path) as client:
         chat = (await client.post("/api/chats", json={})).json()["id"]
         async with client.stream("POST", f"/api/chats/{chat}/messages", headers={"traceparent": TRACEPARENT},
                                  json={"client_message_id": "1", "text": "double 21"}) as response:
@@ -124,7 +123,7 @@ async def test_no_request_spans_without_instrumentation(tmp_path: Path) -> None:
         return Agent(model, memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools,
                      instrument=telemetry.Instrumentation(tracer_provider=provider))
 
-    async with serving(factory, tmp_path) as client:
+    async with serve_in_process(factory, tmp_path) as client:
         chat = (await client.post("/api/chats", json={})).json()["id"]
         async with client.stream("POST", f"/api/chats/{chat}/messages", headers={"traceparent": TRACEPARENT},
                                  json={"client_message_id": "1", "text": "hi"}) as response:
