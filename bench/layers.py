@@ -22,7 +22,7 @@ import httpx
 import orjson
 
 from .contenders import _SCHEMAS, _SPEC, USER_PROMPT, Contender, Outcome, Runner, per_event
-from .streams import BenchStream
+from .streams import BenchStream, responses_event_writer
 
 __all__ = ["AGENT_CONTENDERS", "FOLLOW_UP", "agent_parts", "build_agent", "follow_up_body", "is_follow_up", "replay_client"]
 
@@ -59,13 +59,7 @@ def _anthropic_follow_up() -> bytes:
 
 
 def _responses_follow_up() -> bytes:
-    seq = 0
-
-    def event(payload: dict[str, Any]) -> bytes:
-        nonlocal seq
-        payload["sequence_number"] = seq
-        seq += 1
-        return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    event = responses_event_writer()
 
     item = {"id": "msg_follow", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
     response = {"id": "resp_follow", "object": "response", "created_at": 1, "status": "in_progress",

@@ -39,6 +39,7 @@ __all__ = [
     "ExpectedCall",
     "fixture_streams",
     "generate",
+    "responses_event_writer",
 ]
 
 SIZES: dict[str, int] = {"S": 200, "M": 5_000, "L": 100_000}
@@ -292,6 +293,19 @@ def anthropic(size: str, seed: int = 7) -> BenchStream:
 _RESPONSES_MODEL = "gpt-4o-2024-08-06"
 
 
+
+def responses_event_writer() -> Callable[[dict[str, Any]], bytes]:
+    """One Responses API SSE event per call, numbered by `sequence_number` from 0 as the API numbers them."""
+    sequence = 0
+
+    def event(payload: dict[str, Any]) -> bytes:
+        nonlocal sequence
+        payload["sequence_number"] = sequence
+        sequence += 1
+        return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+    return event
+
 def openai_responses(size: str, seed: int = 7) -> BenchStream:
     """A Responses API stream as api.openai.com sends it: a message item, then function_call items."""
     rng = random.Random(f"openai-responses/{size}/{seed}")
@@ -303,13 +317,7 @@ def openai_responses(size: str, seed: int = 7) -> BenchStream:
     message_id = "msg_" + "".join(rng.choice("0123456789abcdef") for _ in range(50))
     item_ids = ["fc_" + "".join(rng.choice("0123456789abcdef") for _ in range(50)) for _ in calls]
     text = "".join(tokens)
-    sequence = 0
-
-    def event(payload: dict[str, Any]) -> bytes:
-        nonlocal sequence
-        payload["sequence_number"] = sequence
-        sequence += 1
-        return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    event = responses_event_writer()
 
     def response(status: str, output: list[dict[str, Any]], usage: Any) -> dict[str, Any]:
         return {
