@@ -86,10 +86,19 @@ class PostgresCluster:
     def start(self) -> None:
         self._run("initdb", "-D", str(self.data_dir / "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                   "--no-sync", "--no-instructions")
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the (initialised, stopped) server again, on the same port and data (after `pause`)."""
         options = (f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 -c fsync=off "
                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
         self._run("pg_ctl", "-D", str(self.data_dir / "data"), "-o", options, "-l", str(self.data_dir / "log"),
                   "-w", "-t", "60", "start")
+
+    def pause(self) -> None:
+        """Stop the server as an operator restarting it would (`pg_ctl stop -m fast`: every connection is closed,
+        open transactions roll back); `resume` starts it again with its data."""
+        self._run("pg_ctl", "-D", str(self.data_dir / "data"), "-m", "fast", "-w", "-t", "60", "stop")
 
     def stop(self) -> None:
         subprocess.run(self._command("pg_ctl", "-D", str(self.data_dir / "data"), "-m", "immediate", "-w", "stop"),

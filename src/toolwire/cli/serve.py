@@ -108,7 +108,15 @@ def add_parser(sub: Any) -> None:
                         "(repeatable; '*' for any)")
     p.add_argument("--fake-delay", type=float, default=0.02,
                    help="seconds between the fake model's stream frames (default: 0.02)")
-    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--db-retry-seconds", type=float, default=20.0, metavar="SECONDS",
+                   help="how long a run retries its writes while the database is away before it fails with "
+                        "store_unavailable (default: 20)")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                   help="the least severe events logged to stderr (default: warning: every failure, retry and "
+                        "recovery)")
+    p.add_argument("--log-format", default="text", choices=["text", "json"],
+                   help="one line per event: text, or one JSON object (time, level, logger, message, run_id, "
+                        "chat_id) (default: text)")
     p.set_defaults(func=run)
 
 
@@ -244,7 +252,8 @@ async def _serve(args: argparse.Namespace) -> None:
     config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
-                          max_runs=args.max_runs, cors_origins=tuple(args.cors_origin))
+                          max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
+                          store_retry_seconds=args.db_retry_seconds)
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends
@@ -337,6 +346,9 @@ def _uvicorn_server(config: Any, drain: Callable[[], Coroutine[Any, Any, None]])
 
 
 def run(args: argparse.Namespace) -> int:
+    from ._logs import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
     try:
         anyio.run(_serve, args)
     except (ToolwireError, OSError) as exc:

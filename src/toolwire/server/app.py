@@ -37,8 +37,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..exceptions import ToolwireError
-from ..store import SQLStore, Store
-from .errors import ApiError, handle_api_error, handle_http_exception, handle_unexpected
+from ..store import SQLStore, Store, StoreUnavailable
+from .errors import ApiError, handle_api_error, handle_http_exception, handle_store_unavailable, handle_unexpected
 from .eventlog import EventLog, InMemoryEventLog
 from .limits import Limits, MemoryRateLimiter, RateLimiter, ResultPolicy
 from .protocol_routes import agui_run, vercel_chat, vercel_history, vercel_stop, vercel_stream
@@ -60,7 +60,7 @@ from .routes import (
     stream,
     update_chat,
 )
-from .runner import AgentFactory
+from .runner import STORE_RETRY_SECONDS, AgentFactory
 from .runs import RunManager
 from .schemas import openapi_document
 from .signals import LocalSignals, RunSignals
@@ -86,6 +86,9 @@ class ServerConfig:
         drain_seconds: On a stop asked for by a signal (`toolwire serve`), how long running runs may go on
             to finish by themselves, while `/readyz` says 503 and new runs are refused, before they are
             interrupted (0: interrupted at once).
+        store_retry_seconds: How long a run retries a write while its database is away (a restart, an
+            outage, a full disk) before it fails with `store_unavailable`; within it the run goes on as if
+            nothing happened. Requests never wait: they answer 503 `store_unavailable` at once.
         replica_wait_seconds: At start-up, how long to wait for the database's server lock (see
             `replicas`) before failing.
         max_runs: The most runs this process executes at once; beyond, new runs get 503 `server_busy`
@@ -102,6 +105,7 @@ class ServerConfig:
     heartbeat_seconds: float = 15.0
     shutdown_grace_seconds: float = 5.0
     drain_seconds: float = 0.0
+    store_retry_seconds: float = STORE_RETRY_SECONDS
     replica_wait_seconds: float = 10.0
     max_runs: int | None = None
     max_events_per_chat: int = 10_000
@@ -144,6 +148,7 @@ def create_app(
         limiter=rate_limiter or MemoryRateLimiter(limits.runs_per_minute, limits.tool_calls_per_minute),
         policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
         lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds, max_runs=config.max_runs,
+        store_retry_seconds=config.store_retry_seconds,
     )
     state = ServerState(store=the_store, manager=manager, log=log, limits=limits, heartbeat=config.heartbeat_seconds,
                         openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),
@@ -215,7 +220,7 @@ def create_app(
     if config.web_dir is not None and config.web_dir.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=config.web_dir), name="static"))
     handlers: dict[Any, Any] = {ApiError: handle_api_error, HTTPException: handle_http_exception,
-                                Exception: handle_unexpected}
+                                StoreUnavailable: handle_store_unavailable, Exception: handle_unexpected}
     # Outermost: a request's span covers what CORS answers too, and continues the caller's trace.
     middleware = [Middleware(RequestSpans, routes=routes)]
     if config.cors_origins:

@@ -1,6 +1,8 @@
 """JSON errors: `{"error": {"code": "snake_case", "message": "A full sentence saying what to do."}}`.
 
-Handlers raise `ApiError`; store refusals are mapped to their status here; anything unexpected is
+Handlers raise `ApiError`; store refusals are mapped to their status here; a database that is away
+(`StoreUnavailable`, raised by the store for a refused connection, a restart, a timeout or a disk that
+refuses writes) answers 503 `store_unavailable` with `Retry-After`; anything unexpected is
 logged with its traceback and answered 500 with a sentence, never a stack trace. Bad input never
 reaches that last branch: bodies, parameters, cursors and ids are all checked first (the property
 tests over the OpenAPI document look for any 5xx).
@@ -16,10 +18,13 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..store import StoreError
+from ..store import StoreError, StoreUnavailable
 
-__all__ = ["ApiError", "error_response", "handle_api_error", "handle_http_exception", "handle_unexpected",
-           "store_error"]
+__all__ = ["ApiError", "error_response", "handle_api_error", "handle_http_exception", "handle_store_unavailable",
+           "handle_unexpected", "store_error"]
+
+STORE_RETRY_AFTER = "2"
+"""Seconds a client is told to wait before trying again while the database is away."""
 
 logger = logging.getLogger("toolwire.server")
 
@@ -81,7 +86,17 @@ def _overloaded(exc: Exception) -> bool:
     return kind.__module__.startswith("redis.") and kind.__name__ in ("ConnectionError", "TimeoutError")
 
 
+async def handle_store_unavailable(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StoreUnavailable)
+    logger.warning("Answered %s %s with 503 store_unavailable: %s", request.method, request.url.path, exc)
+    return error_response(503, "store_unavailable", "The server's database cannot be reached right now (or refuses "
+                                                    "to write); nothing was changed. Try again in a moment.",
+                          {"Retry-After": STORE_RETRY_AFTER})
+
+
 async def handle_unexpected(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, StoreUnavailable):  # raised outside the routes (in a middleware): the same answer
+        return await handle_store_unavailable(request, exc)
     if _overloaded(exc):
         logger.warning("Answered %s %s with 503: %s", request.method, request.url.path, exc)
         return error_response(503, "unavailable", "The server is too busy to answer this request right now (or its "

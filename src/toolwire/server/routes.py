@@ -288,10 +288,9 @@ async def readyz(request: Request) -> Response:
     server = _server(request)
     if not server.manager.accepting:
         return _json({"status": "unavailable", "reason": "The server is starting or shutting down."}, 503)
-    try:
-        await server.store.ping()
-    except Exception:
-        return _json({"status": "unavailable", "reason": "The database cannot be reached."}, 503)
+    down = await server.manager.problems()  # the database, failing writes, Redis: each named with a sentence
+    if down:
+        return _json({"status": "unavailable", "reason": " ".join(down.values()), "down": down}, 503)
     return _json({"status": "ready", "runs": server.manager.running})
 
 

@@ -16,6 +16,16 @@ For recovery after a crash, each finished tool result is written to the run's jo
 `tool_result` is published, and so is each step's assembled message.
 
 `run_finished` is published last, after the run's row says how it ended.
+
+When the database is away (a restart, an outage, a full disk), the run's writes are retried with backoff
+for up to `retry_seconds`, each on a connection the store checks first: a run whose database comes back
+in that time goes on as if nothing happened, its events only delayed, since each event waits for the write
+it must follow (a `tool_result` is published only once its result is durable, so what followers saw is
+what is stored). Past that bound the run fails with `store_unavailable`, and what it finished is kept in
+memory: the round the agent could not store, or else the tool results of the round it was in (completed
+as recovery would, unfinished calls answered `interrupted`). They are written with the run's end; if the
+database is still away, `run_finished{failed, store_unavailable}` is published at once (followers end)
+and the end is written when it is back, while the run keeps its lease.
 """
 
 from __future__ import annotations
@@ -26,7 +36,8 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from functools import partial
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import anyio
 from anyio.lowlevel import checkpoint
@@ -49,8 +60,9 @@ from ..events import (
 )
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
-from ..messages import Message
-from ..store import MessageRow, Store, User
+from ..messages import Message, ToolCallPart, ToolResultPart
+from ..store import MessageRow, RunStatus, Store, StoreUnavailable, User
+from ..store._recovery import interrupted_round
 from .approvals import part_dicts, record_pause
 from .events import RunPublisher, usage_dict
 from .limits import RateLimiter, ResultPolicy
@@ -59,6 +71,41 @@ from .signals import CancelReason, RunWatch
 __all__ = ["AgentFactory", "ChatContext", "RunMemory", "Runner"]
 
 logger = logging.getLogger("toolwire.server")
+
+_T = TypeVar("_T")
+
+STORE_RETRY_SECONDS = 20.0
+"""How long a run retries a write while the database is away (`ServerConfig.store_retry_seconds`). Under the
+agent's 30 s bound on a memory append; long enough for a PostgreSQL restart or a short failover."""
+_RETRY_FIRST = 0.05
+_RETRY_LONGEST = 1.0
+"""Backoff between two attempts: doubling from `_RETRY_FIRST` up to `_RETRY_LONGEST` seconds."""
+
+
+async def durably(write: Callable[[], Awaitable[_T]], *, seconds: float, what: str, run_id: str,
+                  chat_id: str) -> _T:
+    """`write()`, tried again with backoff while the store is unavailable, for up to `seconds`; then its
+    `StoreUnavailable` is raised. Other errors are raised at once."""
+    deadline = time.monotonic() + seconds
+    delay = _RETRY_FIRST
+    failures = 0
+    while True:
+        try:
+            result = await write()
+        except StoreUnavailable as exc:
+            failures += 1
+            if failures == 1:
+                logger.warning("Run %s of chat %s: %s failed, retrying for up to %.0f s: %s", run_id, chat_id, what,
+                               seconds, exc, extra={"run_id": run_id, "chat_id": chat_id})
+            if time.monotonic() + delay > deadline:
+                raise
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _RETRY_LONGEST)
+            continue
+        if failures:
+            logger.warning("Run %s of chat %s: %s succeeded after %d failed attempt(s)", run_id, chat_id, what,
+                           failures, extra={"run_id": run_id, "chat_id": chat_id})
+        return result
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,12 +154,16 @@ class RunMemory:
     """
 
     def __init__(self, store: Store, *, chat_id: str, run_id: str, policy: ResultPolicy,
-                 notify: Callable[[_Saved], object]) -> None:
+                 notify: Callable[[_Saved], object], retry_seconds: float = STORE_RETRY_SECONDS) -> None:
         self._store = store
         self.chat_id = chat_id
         self.run_id = run_id
         self._policy = policy
         self._notify = notify
+        self._retry_seconds = retry_seconds
+        self.unsaved: list[Message] | None = None
+        """A round the store could not take (it was away for longer than the retries): the run writes it at
+        its end."""
 
     def _check(self, conversation_id: str | None) -> None:
         if conversation_id not in (None, self.chat_id):
@@ -126,8 +177,16 @@ class RunMemory:
     async def append(self, messages: Sequence[Message], conversation_id: str | None = None) -> None:
         self._check(conversation_id)
         safe = [self._policy.message(m) for m in messages]
-        with anyio.CancelScope(shield=True):
-            rows = await self._store.append_messages(self.chat_id, safe, run_id=self.run_id)
+        written = False
+        try:
+            with anyio.CancelScope(shield=True):
+                rows = await durably(lambda: self._store.append_messages(self.chat_id, safe, run_id=self.run_id),
+                                     seconds=self._retry_seconds, what="storing a round", run_id=self.run_id,
+                                     chat_id=self.chat_id)
+                written = True
+        finally:
+            if not written:  # the store is away (or the agent stopped waiting): kept for the run's end
+                self.unsaved = safe
         self._notify(_Saved(messages=list(messages), rows=rows))
 
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
@@ -162,6 +221,7 @@ class Runner:
         max_parallel_tools: int,
         resume: tuple[RunState, dict[str, AgentApproval]] | None = None,
         trace_context: Any = None,
+        retry_seconds: float = STORE_RETRY_SECONDS,
     ) -> None:
         self.user = user
         self.chat_id = chat_id
@@ -183,8 +243,15 @@ class Runner:
         self._awaiting: list[Message] | None = None
         self._step: int | None = None
         self._steps = 0
+        self.retry_seconds = retry_seconds
+        # The round in progress, as the journal holds it: what the run writes itself if the store was away.
+        self._step_message: Message | None = None
+        self._calls: list[ToolCallPart] = []
+        self._results: list[ToolResultPart] = []
+        self._committed: list[Message] = []
+        self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy,
-                                notify=lambda saved: self._channel.put(("saved", saved)))
+                                notify=lambda saved: self._channel.put(("saved", saved)), retry_seconds=retry_seconds)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -204,13 +271,61 @@ class Runner:
         except anyio.get_cancelled_exc_class():
             outcome.cancelled = "shutdown"
             with anyio.CancelScope(shield=True):
-                await self._finish(outcome, started)
+                await self._end(outcome, started)
             raise
         except Exception as exc:  # a bug of the server's own: the run fails, the server goes on
-            logger.exception("Run %s failed inside the server", self.run_id)
-            outcome.error = exc
+            outcome.error = _store_outage(exc) or exc
+            if outcome.error is exc:
+                logger.exception("Run %s of chat %s failed inside the server", self.run_id, self.chat_id,
+                                 extra=self._ids())
         with anyio.CancelScope(shield=True):
+            await self._end(outcome, started)
+        if self._later is not None:
+            await self._write_later(*self._later)
+
+    def _ids(self) -> dict[str, str]:
+        """The log record's fields naming this run (for `--log-format json`)."""
+        return {"run_id": self.run_id, "chat_id": self.chat_id}
+
+    async def _end(self, outcome: _Outcome, started: float) -> None:
+        """`_finish`, which never raises: a run that cannot even record its end is logged, and the server goes on
+        (its lease then expires, and recovery ends it from its journal)."""
+        try:
             await self._finish(outcome, started)
+        except StoreUnavailable as exc:
+            logger.warning("Run %s of chat %s: its end could not be recorded (%s); once its lease expires, recovery "
+                           "ends it from its journal", self.run_id, self.chat_id, exc, extra=self._ids())
+        except Exception:
+            logger.exception("Run %s of chat %s: recording or publishing its end failed", self.run_id, self.chat_id,
+                             extra=self._ids())
+
+    async def _durably(self, what: str, write: Callable[[], Awaitable[_T]], seconds: float | None = None) -> _T:
+        return await durably(write, seconds=self.retry_seconds if seconds is None else seconds, what=what,
+                             run_id=self.run_id, chat_id=self.chat_id)
+
+    async def _write_later(self, left: list[Message] | None, status: RunStatus, error: dict[str, str] | None,
+                           usage: dict[str, Any] | None) -> None:
+        """The end of a run whose database stayed away past the retries (`run_finished` is already out): written
+        once the database is back, the run holding its lease meanwhile. Stops with the server."""
+        delay = _RETRY_FIRST
+        while True:
+            try:
+                if left:
+                    await self.store.append_messages(self.chat_id, left, run_id=self.run_id)
+                    left = None
+                await self.store.finish_run(self.run_id, status=status, usage=usage, error=error, steps=self._steps,
+                                            event_count=self.publisher.published)
+            except StoreUnavailable:
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            except Exception:
+                logger.exception("Run %s of chat %s: recording its end failed", self.run_id, self.chat_id,
+                                 extra=self._ids())
+                return
+            logger.warning("Run %s of chat %s: its end (%s) was recorded once the database was back", self.run_id,
+                           self.chat_id, status, extra=self._ids())
+            return
 
     async def _cancel_when_asked(self, scope: anyio.CancelScope) -> None:
         await self.watch.cancelled.wait()
@@ -255,8 +370,8 @@ class Runner:
                 if outcome.error is None:
                     outcome.result = run.result
                     outcome.usage = run.result.usage
-        except Exception as exc:  # the agent refused to start (a broken history, say)
-            outcome.error = exc
+        except Exception as exc:  # the agent refused to start (a broken history, say), or the store is away
+            outcome.error = _store_outage(exc) or exc
         finally:
             with anyio.CancelScope(shield=True):
                 await agent.aclose()
@@ -337,22 +452,28 @@ class Runner:
 
     async def _publish_event(self, event: Event) -> None:
         step = await self._open_step()
+        # Each journal write is retried while the store is away; the event waits for it (see the module docstring).
         if isinstance(event, ToolStartedEvent):
-            await self.store.record_tool_call(self.run_id, event.call)
+            self._calls.append(event.call)
+            await self._durably("journaling a tool call", partial(self.store.record_tool_call, self.run_id, event.call))
             await self.limiter.spend(self.user.id, "tool_calls")
         elif isinstance(event, ToolResultEvent):
             safe = self.policy.result(event.result)
-            await self.store.record_tool_result(self.run_id, safe)
+            self._results.append(safe)
+            await self._durably("journaling a tool result", partial(self.store.record_tool_result, self.run_id, safe))
             if safe is not event.result:
                 event = ToolResultEvent(result=safe, duration=event.duration, metadata=event.metadata)
         elif isinstance(event, MessageEndEvent) and (event.message.tool_calls or event.message.invalid_tool_calls):
-            await self.store.record_step_message(self.run_id, event.message)  # only a round with calls is recovered
+            self._step_message = event.message  # only a round with calls is recovered
+            await self._durably("journaling a step's message",
+                                partial(self.store.record_step_message, self.run_id, event.message))
         await self.publisher.event(event, step)
 
     async def _publish_saved(self, saved: _Saved) -> None:
         if saved.published:
             return
         saved.published = True
+        self._committed.extend(saved.messages)
         ends_step = any(row.role == "assistant" for row in saved.rows)
         step = self._step if ends_step else None
         with anyio.CancelScope(shield=True):  # a round's rows and its step_finished go out together
@@ -373,17 +494,25 @@ class Runner:
             await self._publish_saved(self._pending.popleft())
 
     async def _finish(self, outcome: _Outcome, started: float) -> None:
+        outcome.error = _store_outage(outcome.error) or outcome.error
         await self._flush_saved()
         self._channel.close()
         usage = usage_dict(outcome.usage)
         duration = round(time.monotonic() - started, 3)
+        # A server stopping tries each write once: its lease expires, and recovery ends the run from its journal.
+        seconds = 0.0 if outcome.cancelled == "shutdown" else None
         result = outcome.result
         if outcome.cancelled is None and outcome.error is None and result is not None and result.paused:
             assert result.state is not None
             record = record_pause(result.state, self.policy)
             event_count = self.publisher.published + len(record.approvals) + 1
-            if await self.store.pause_run(self.run_id, state_json=record.state_json, pending=record.approvals,
-                                          usage=usage, steps=self._steps, event_count=event_count):
+            try:
+                paused = await self._durably("recording the run's pause", partial(
+                    self.store.pause_run, self.run_id, state_json=record.state_json, pending=record.approvals,
+                    usage=usage, steps=self._steps, event_count=event_count), seconds)
+            except StoreUnavailable as exc:
+                paused, outcome.error = False, exc
+            if paused:
                 events: list[tuple[str, int | None, dict[str, Any]]] = [
                     ("approval_required", self._step, {"approval_id": approval_id, "call": part_dicts([call])[0]})
                     for approval_id, call in record.approvals
@@ -392,18 +521,66 @@ class Runner:
                                                       "steps": self._steps, "duration": duration}))
                 await self.publisher.run_events(events)
                 return
-            outcome.error = _LeaseLost()
+            outcome.error = outcome.error or _LeaseLost()
         status, error = _ending(outcome)
         if outcome.error is not None and outcome.cancelled is None:
             # The client sees a sentence; the log keeps the whole story (with the traceback when it is ours).
-            unexpected = not isinstance(outcome.error, ToolwireError)
+            unexpected = not isinstance(outcome.error, (ToolwireError, StoreUnavailable))
             logger.log(logging.ERROR if unexpected else logging.WARNING, "Run %s of chat %s failed: %s", self.run_id,
-                       self.chat_id, outcome.error, exc_info=outcome.error if unexpected else None)
-        if not await self.store.finish_run(self.run_id, status=status, usage=usage, error=error, steps=self._steps,
-                                           event_count=self.publisher.published + 1):
+                       self.chat_id, outcome.error, exc_info=outcome.error if unexpected else None, extra=self._ids())
+        left = self._left_over(outcome)
+        try:
+            if left:
+                rows = await self._durably("storing the run's last round", partial(
+                    self.store.append_messages, self.chat_id, left, run_id=self.run_id), seconds)
+                left = None
+                for row in rows:
+                    await self.publisher.run_event("message_saved", None, row=row.to_dict())
+            finished = await self._durably("recording the run's end", partial(
+                self.store.finish_run, self.run_id, status=status, usage=usage, error=error, steps=self._steps,
+                event_count=self.publisher.published + 1), seconds)
+        except StoreUnavailable:
+            if outcome.cancelled == "shutdown":
+                raise
+            # Followers are told now; the end (and what the run finished) is written when the database is back.
+            if status == "completed":
+                status, error = "failed", _describe(StoreUnavailable(
+                    "The run finished but the database stayed unreachable, so its end could not be recorded; it is "
+                    "written when the database is back. Reload the chat in a moment."))
+            self._later = (left, status, error, usage)
+            finished = True
+        if not finished:
             status, error = "interrupted", _describe(_LeaseLost())
         await self.publisher.run_event("run_finished", None, status=status, usage=usage, error=error,
                                        steps=self._steps, duration=duration)
+
+    def _left_over(self, outcome: _Outcome) -> list[Message] | None:
+        """What the run finished but the store did not take while it was away: the round the agent handed over,
+        or else the round the run was in, its finished results kept and the others answered `interrupted`."""
+        if self.memory.unsaved is not None:
+            return self.memory.unsaved
+        if _store_outage(outcome.error) is None:
+            return None
+        round_ = interrupted_round(step_message=self._step_message, calls=self._calls, results=self._results,
+                                   committed=self._committed)
+        return [self.policy.message(m) for m in round_] if round_ else None
+
+
+def _store_outage(error: BaseException | None) -> StoreUnavailable | None:
+    """The store outage behind `error`, if there is one (raised through a task group or the agent's own error)."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [error] if error is not None else []
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, StoreUnavailable):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None
 
 
 def _committed(item: Any) -> list[Message] | None:

@@ -29,18 +29,21 @@ import anyio.abc
 
 from .. import telemetry
 from ..messages import Message
-from ..store import Chat, Decision, MessageRow, Recovered, Run, Store, StoreError, User, new_id
+from ..store import Chat, Decision, MessageRow, Recovered, Run, Store, StoreError, StoreUnavailable, User, new_id
 from .approvals import resume_arguments, resumed_view
 from .errors import ApiError, store_error
 from .eventlog import Cursor, CursorExpired, EventLog
 from .events import RunPublisher, usage_dict
 from .limits import Limits, RateKind, RateLimiter, ResultPolicy
-from .runner import AgentFactory, Runner
+from .runner import STORE_RETRY_SECONDS, AgentFactory, Runner
 from .signals import RunSignals
 
 __all__ = ["RunHandle", "RunManager"]
 
 logger = logging.getLogger("toolwire.server")
+
+_READY_TIMEOUT = 3.0
+"""Seconds each dependency gets to answer `/readyz`."""
 
 _CHAIN_WAIT = 10.0
 """Seconds a new run waits for the chat's previous run to publish its end."""
@@ -78,6 +81,7 @@ class RunManager:
         owner: str | None = None,
         drain_seconds: float = 0.0,
         max_runs: int | None = None,
+        store_retry_seconds: float = STORE_RETRY_SECONDS,
     ) -> None:
         self.store = store
         self.log = log
@@ -90,6 +94,7 @@ class RunManager:
         self.owner = owner or new_id("proc")
         self.drain_seconds = drain_seconds
         self.max_runs = max_runs
+        self.store_retry_seconds = store_retry_seconds
         self.accepting = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._local: dict[str, _Local] = {}
@@ -131,8 +136,38 @@ class RunManager:
     def running(self) -> int:
         return len(self._local)
 
+    async def problems(self) -> dict[str, str]:
+        """What this replica needs and does not have right now, by name (`database`, `writes`, `redis`...):
+        empty when it is ready. Each check gives up after a few seconds; nothing here waits for longer."""
+        found: dict[str, str] = {}
+        try:
+            with anyio.fail_after(_READY_TIMEOUT):
+                await self.store.ping()
+        except Exception as exc:
+            found["database"] = f"The database cannot be reached ({type(exc).__name__})."
+        health = getattr(self.store, "health", None)
+        if health is not None and health.write_error is not None:
+            found["writes"] = ("The last write to the database failed and none has succeeded since "
+                               f"({health.write_error}).")
+        # The log, signals and limiter may share one connection (a Redis hub): each is asked once.
+        checked: set[int] = set()
+        for component in (self.log, self.signals, self.limiter):
+            target = getattr(component, "hub", component)
+            ready = getattr(target, "ready", None)
+            if ready is None or id(target) in checked:
+                continue
+            checked.add(id(target))
+            try:
+                with anyio.fail_after(_READY_TIMEOUT):
+                    await ready()
+            except Exception as exc:
+                found[str(getattr(target, "dependency", "redis"))] = (
+                    f"{type(target).__name__} does not answer ({type(exc).__name__}).")
+        return found
+
     async def _maintain(self) -> None:
         interval = max(0.2, self.lease_seconds / 3)
+        failing_since: float | None = None
         while True:
             await anyio.sleep(interval)
             try:
@@ -140,8 +175,18 @@ class RunManager:
                     await self.store.renew_leases(self.owner, list(self._local), self.lease_seconds)
                 await self.recover_expired()
                 self.log.sweep()
-            except Exception:  # the database may be away for a moment; the next round tries again
+            except StoreUnavailable as exc:  # the database is away for a moment; the next round tries again
+                if failing_since is None:
+                    failing_since = anyio.current_time()
+                    logger.warning("Lease renewal or recovery failed (%d run(s) here); retrying every %.1f s: %s",
+                                   len(self._local), interval, exc)
+            except Exception:
                 logger.exception("Lease renewal or recovery failed; retrying in %.1f s", interval)
+            else:
+                if failing_since is not None:
+                    logger.warning("Lease renewal and recovery work again, after %.1f s",
+                                   anyio.current_time() - failing_since)
+                    failing_since = None
 
     async def recover_expired(self) -> list[Recovered]:
         """Finish every run whose lease expired as `interrupted` (see `Store.recover_run`)."""
@@ -152,7 +197,8 @@ class RunManager:
             done = await self.store.recover_run(run.id, owner=self.owner, lease_seconds=self.lease_seconds)
             if done is None:
                 continue
-            logger.warning("Recovered run %s of chat %s: its process stopped before it finished", run.id, run.chat_id)
+            logger.warning("Recovered run %s of chat %s: its process stopped before it finished", run.id, run.chat_id,
+                           extra={"run_id": run.id, "chat_id": run.chat_id})
             recovered.append(done)
             await self._publish_recovery(done)
         return recovered
@@ -241,7 +287,8 @@ class RunManager:
         runner = Runner(user=user, chat_id=chat_id, run_id=run.id, publisher=publisher, store=self.store,
                         factory=self.factory, watch=watch, policy=self.policy, limiter=self.limiter,
                         max_parallel_tools=self.limits.max_tool_concurrency,
-                        resume=resume, trace_context=telemetry.capture_context())  # type: ignore[arg-type]
+                        resume=resume, trace_context=telemetry.capture_context(),  # type: ignore[arg-type]
+                        retry_seconds=self.store_retry_seconds)
         self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
 
     async def _previous_end_published(self, chat_id: str, previous: int) -> None:
@@ -263,6 +310,9 @@ class RunManager:
     async def _drive(self, runner: Runner, run_id: str, chat_id: str, done: anyio.Event) -> None:
         try:
             await runner.run()
+        except Exception:  # `run()` never raises; should it, the manager (and every other run) must go on
+            logger.exception("Run %s of chat %s ended with an error the runner did not handle", run_id, chat_id,
+                             extra={"run_id": run_id, "chat_id": chat_id})
         finally:
             self._local.pop(run_id, None)
             self.signals.release(run_id)

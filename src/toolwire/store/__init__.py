@@ -12,6 +12,7 @@ hashed API tokens, chats, their rows (one `tools_aggregate` row per tool round),
 leases and recovery journal, and approvals.
 """
 
+from ._engine import StoreUnavailable as StoreUnavailable
 from ._protocol import (
     ApprovalDecided as ApprovalDecided,
     ApprovalNotFound as ApprovalNotFound,
@@ -67,6 +68,7 @@ __all__ = [
     "SQLStore",
     "Store",
     "StoreError",
+    "StoreUnavailable",
     "User",
     "hash_token",
     "iso",

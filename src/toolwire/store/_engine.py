@@ -8,22 +8,28 @@
 - Migrations: Alembic, with the scripts shipped inside this package, run when a store opens. On
   PostgreSQL an advisory lock makes concurrent start-ups of several servers migrate once.
 - PostgreSQL's connection pool: `POSTGRES_POOL`.
+- Outages: `unavailable(exc)` tells a database that cannot be reached (or a disk that refuses writes) from
+  a refusal or a bug; `StoreHealth` remembers the last failure. After one, every connection is pinged when
+  it is taken from the pool until an operation succeeds again (`watch_health`): a healthy pool pays no
+  round trip, a pool that met a restart replaces its stale connections instead of failing with them.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, event, exc as sa_exc, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from ..exceptions import UserError
+from ..exceptions import ToolwireError, UserError
 
-__all__ = ["MIGRATIONS", "POSTGRES_POOL", "WRITE_OPTION", "create_engine_for", "normalize_url", "redacted_url",
-           "upgrade_schema"]
+__all__ = ["MIGRATIONS", "POSTGRES_POOL", "WRITE_OPTION", "StoreHealth", "StoreUnavailable", "create_engine_for",
+           "normalize_url", "redacted_url", "unavailable", "upgrade_schema", "watch_health"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -31,7 +37,7 @@ WRITE_OPTION = "toolwire_write"
 """Execution option marking a connection that will write (SQLite then begins `IMMEDIATE`)."""
 
 POSTGRES_POOL: dict[str, Any] = {"pool_size": 20, "max_overflow": 20, "pool_pre_ping": False, "pool_recycle": 1800,
-                                 "pool_timeout": 30}
+                                 "pool_timeout": 30, "connect_args": {"timeout": 5, "command_timeout": 15}}
 """The PostgreSQL connection pool of one process (`SQLStore(engine_options=...)` overrides any of it).
 
 Twenty connections, and twenty more while a burst lasts: a run holds one only for the moment of a
@@ -39,10 +45,103 @@ transaction, so this serves several hundred concurrent runs; PostgreSQL's defaul
 (100) then takes two replicas (`toolwire serve --db-pool-size` sets `pool_size`, the overflow follows).
 No ping before each checkout: under load that round trip was paid by every transaction, while a
 connection the server dropped fails the one transaction that meets it, and SQLAlchemy then discards the
-pool's connections and opens new ones. Connections are replaced after 30 minutes so that none outlives a failover
-behind a proxy for long."""
+pool's connections and opens new ones (and, after a failure, `watch_health` pings each connection it lends
+until the database answers again). Connections are replaced after 30 minutes so that none outlives a failover
+behind a proxy for long. A connection attempt gives up after 5 s and a statement after 15 s: a database that
+is down or frozen fails the operation (503 `store_unavailable` for a request) instead of hanging it."""
 
 _MIGRATION_LOCK = 0x746F6F6C77697265  # "toolwire": the advisory lock id for migrations on PostgreSQL
+
+
+class StoreUnavailable(ToolwireError):
+    """The database could not be reached, or refused to write (a full or failing disk): an outage, not a refusal.
+
+    Requests answer 503 `store_unavailable` with `Retry-After`; a run retries its writes for a while
+    (`ServerConfig.store_retry_seconds`) before it fails with this code.
+    """
+
+    code = "store_unavailable"
+
+
+_SQLITE_OUTAGE = ("disk", "i/o", "full", "locked", "unable to open", "readonly", "read-only")
+"""Words of SQLite's errors that mean the file cannot be written now (not a wrong statement)."""
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether `error` says the database is away (connection refused, reset, timed out, a server starting or
+    stopping) or its disk refuses writes, rather than refusing this operation."""
+    if isinstance(error, StoreUnavailable):
+        return True
+    if isinstance(error, sa_exc.DBAPIError):
+        if error.connection_invalidated:
+            return True
+        original = error.orig
+        if isinstance(original, sqlite3.Error) or type(original).__module__.startswith("sqlite3"):
+            return any(word in str(original).lower() for word in _SQLITE_OUTAGE)
+        if isinstance(error, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+            return True
+        return original is not None and unavailable(original)
+    if isinstance(error, (OSError, TimeoutError, sa_exc.TimeoutError)):
+        return True
+    if isinstance(error, sqlite3.OperationalError):
+        return any(word in str(error).lower() for word in _SQLITE_OUTAGE)
+    kind = type(error)
+    if kind.__module__.startswith("asyncpg"):
+        # Connection-level errors (a server shutting down or starting up, a dropped connection), not SQL errors.
+        return any(name in kind.__name__ for name in ("Connection", "CannotConnectNow", "AdminShutdown",
+                                                      "CrashShutdown", "InterfaceError", "TooManyConnections"))
+    cause = error.__cause__
+    return cause is not None and cause is not error and unavailable(cause)
+
+
+class StoreHealth:
+    """What the store saw of its database lately: read by `/readyz` and by the pool's checkout.
+
+    `failed_at` is set by any operation that met an outage and cleared by the next that succeeded;
+    `write_error` is set by a write that met one and cleared by the next write that succeeded.
+    """
+
+    __slots__ = ("failed_at", "last_error", "write_error")
+
+    def __init__(self) -> None:
+        self.failed_at: float | None = None
+        self.last_error = ""
+        self.write_error: str | None = None
+
+    def failed(self, error: BaseException, *, write: bool) -> None:
+        self.failed_at = self.failed_at or time.monotonic()
+        self.last_error = describe_outage(error)
+        if write:
+            self.write_error = self.last_error
+
+    def succeeded(self, *, write: bool) -> None:
+        self.failed_at = None
+        if write:
+            self.write_error = None
+
+
+def describe_outage(error: BaseException) -> str:
+    """One line naming what failed (no URL, so no password)."""
+    original = getattr(error, "orig", None) or error.__cause__ or error
+    text_ = str(original).strip().splitlines()[0] if str(original).strip() else ""
+    return f"{type(original).__name__}: {text_}"[:300] if text_ else type(original).__name__
+
+
+def watch_health(engine: AsyncEngine, health: StoreHealth) -> None:
+    """After a failure (`health.failed_at` set), ping each connection the pool lends before using it; a stale one
+    (the database restarted since it was opened) is replaced there, not met by the operation."""
+    dialect = engine.sync_engine.dialect
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if health.failed_at is None:
+            return
+        try:
+            alive = dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise sa_exc.DisconnectionError(f"a pooled connection is stale: {exc}") from exc
+        if not alive:
+            raise sa_exc.DisconnectionError("a pooled connection is stale")
 
 
 def normalize_url(url: str | URL) -> URL:

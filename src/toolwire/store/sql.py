@@ -12,6 +12,11 @@ own, which is fairer and cheaper than SQLite's busy-wait.
 
 Store calls are shielded from cancellation: a cancelled caller waits for the transaction to commit or
 roll back, so a connection is never abandoned halfway through one.
+
+A call that meets an outage (the database unreachable, restarting, or its disk refusing writes) raises
+`StoreUnavailable` (`_engine.unavailable` tells which errors are one); `health` remembers it for `/readyz`,
+and until the next success every pooled connection is pinged before use. Calls are not retried here:
+a request answers 503 at once, and a run retries its own writes (`server/runner.py`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,18 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..messages import Message, ToolCallPart, ToolResultPart, dump_messages, load_messages
-from ._engine import WRITE_OPTION, create_engine_for, normalize_url, redacted_url, upgrade_schema
+from ._engine import (
+    WRITE_OPTION,
+    StoreHealth,
+    StoreUnavailable,
+    create_engine_for,
+    describe_outage,
+    normalize_url,
+    redacted_url,
+    unavailable,
+    upgrade_schema,
+    watch_health,
+)
 from ._protocol import (
     ApprovalDecided,
     ApprovalNotFound,
@@ -88,7 +104,16 @@ def _shielded(
     @functools.wraps(method)
     async def call(store: SQLStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         with anyio.CancelScope(shield=True):
-            result = await method(store, *args, **kwargs)
+            try:
+                result = await method(store, *args, **kwargs)
+            except Exception as exc:
+                if isinstance(exc, StoreUnavailable) or not unavailable(exc):
+                    raise
+                store.health.failed(exc, write=False)
+                raise StoreUnavailable(f"The database did not answer or refused to write ({describe_outage(exc)}); "
+                                       "try again in a moment.") from exc
+        if store.health.failed_at is not None:
+            store.health.succeeded(write=False)
         return result
 
     return call
@@ -117,6 +142,8 @@ class SQLStore:
         self._read_engine: AsyncEngine | None = None
         self._sqlite = self.url.get_backend_name() == "sqlite"
         self._write_lock = anyio.Lock()
+        self.health = StoreHealth()
+        """The database's last outage, as this store met it (see `StoreHealth`)."""
 
     def __repr__(self) -> str:
         return f"SQLStore({redacted_url(self.url)!r})"
@@ -145,9 +172,16 @@ class SQLStore:
             # queued behind them could let leases expire under runs still alive (another replica ends them).
             self._lease_engine = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1,
                                                                 "max_overflow": 0, "pool_timeout": 5})
+        watch_health(self._engine, self.health)
+        if self._lease_engine is not None:
+            watch_health(self._lease_engine, self.health)
         if self._migrate:
-            async with self._write() as conn:
-                await conn.run_sync(upgrade_schema)
+            await self._upgrade()
+
+    @_shielded
+    async def _upgrade(self) -> None:
+        async with self._write() as conn:
+            await conn.run_sync(upgrade_schema)
 
     async def close(self) -> None:
         if self._lease_engine is not None:
@@ -174,14 +208,21 @@ class SQLStore:
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncConnection]:
         """A write transaction (committed on exit, rolled back on an exception)."""
-        if self._sqlite:
-            async with self._write_lock, self.engine.connect() as conn:
-                conn = await conn.execution_options(**{WRITE_OPTION: True})
-                async with conn.begin():
+        try:
+            if self._sqlite:
+                async with self._write_lock, self.engine.connect() as conn:
+                    conn = await conn.execution_options(**{WRITE_OPTION: True})
+                    async with conn.begin():
+                        yield conn
+            else:
+                async with self.engine.begin() as conn:
                     yield conn
-        else:
-            async with self.engine.begin() as conn:
-                yield conn
+        except Exception as exc:
+            if unavailable(exc):
+                self.health.failed(exc, write=True)
+            raise
+        if self.health.write_error is not None:
+            self.health.succeeded(write=True)
 
     @asynccontextmanager
     async def _lease_write(self) -> AsyncIterator[AsyncConnection]:

@@ -150,6 +150,10 @@ class RedisHub:
         tg.start_soon(self._read_loop)
         tg.start_soon(self._wake_loop)
 
+    async def ready(self) -> None:
+        """Raise unless Redis answers a PING now (`/readyz`; its caller bounds the wait)."""
+        await self.client.ping()
+
     async def aclose(self) -> None:
         """Close the connections (the reader task ends with the task group that runs it); idempotent."""
         if self._closed or not self._started:
