@@ -86,7 +86,7 @@ def result_of(events: list[Event]) -> Any:
 async def wait_ready(api: Api, timeout: float = 30.0) -> float:
     started = time.monotonic()
     with anyio.fail_after(timeout):
-        while (await api.client.get("/readyz")).status_code != 200:
+        while (await api.client.get("/readyz")).status_code != 200:  # noqa: ASYNC110 - another process
             await anyio.sleep(0.1)
     return time.monotonic() - started
 
@@ -104,19 +104,25 @@ async def test_postgres_down_while_tools_finish_the_runs_complete_once_it_is_bac
     gate.script("outage", calls(("gated", {"label": "outage-tool"})), text("After the outage."))
     gate.script("bystander", calls(("gated", {"label": "bystander-tool"})), text("Unbothered."))
     gate.script("later", text("A new run after the outage."))
+    ending = gate.script("ending", text("This step ends while the database is away.", chunks=4), gated=True)
     server = start_server(pg_url, gate, tmp_path / "server")
     try:
         async with server.api() as api, server.api() as watcher:
-            chat, other = await api.new_chat(), await api.new_chat()
+            chat, other, third = await api.new_chat(), await api.new_chat(), await api.new_chat()
             run_id, _ = await start_run(api, chat, "[[outage]] go")
             await start_run(api, other, "[[bystander]] go")
+            async with api.send(third, "[[ending]] go") as response:
+                assert response.status_code == 200
+                third_started = await anext(read_events(response))
+            await until(lambda: ending.sent >= 1)
             events: list[Event] = []
             async with following(watcher, chat, events) as ended:
                 await until(lambda: any(e.type == "tool_started" for e in events))
                 postgres_cluster.pause()
                 stopped = time.monotonic()
                 gate.release_tool("outage-tool")  # the tool finishes while the database is away
-                await until(lambda: gate.passed.get("outage-tool") == 1)
+                ending.open()  # and another run's step ends (its round is to be stored)
+                await until(lambda: gate.passed.get("outage-tool") == 1 and ending.finished == 1)
 
                 refused_at = time.monotonic()
                 refused = await api.client.get("/api/chats")
@@ -143,10 +149,16 @@ async def test_postgres_down_while_tools_finish_the_runs_complete_once_it_is_bac
             assert (await api.rows(chat))[-1]["messages"][0]["parts"][0]["text"] == "After the outage."
 
             with anyio.fail_after(60):
-                while (await api.chat(other))["active_run"] is not None:
+                while (await api.chat(other))["active_run"] is not None:  # noqa: ASYNC110 - another process
                     await anyio.sleep(0.05)
             assert await stored_result(api, other) == {"label": "bystander-tool", "released": True}
             assert (await api.rows(other))[-1]["messages"][0]["parts"][0]["text"] == "Unbothered."
+            async with watcher.follow(third, after=third_started.id) as response:
+                third_events = [e async for e in read_events(response)]
+            streamed = "".join(e.data["text"] for e in third_events if e.type == "text_delta")
+            assert third_events[-1].data["status"] == "completed", third_events[-1].data
+            assert streamed == "This step ends while the database is away."
+            assert (await api.rows(third))[-1]["messages"][0]["parts"][0]["text"] == streamed
 
             ready_in = await wait_ready(api)
             fresh = await api.new_chat()
