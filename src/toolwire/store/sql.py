@@ -180,8 +180,18 @@ class SQLStore:
 
     @_shielded
     async def _upgrade(self) -> None:
-        async with self._write() as conn:
-            await conn.run_sync(upgrade_schema)
+        if self._sqlite or "connect_args" in self._engine_options:
+            async with self._write() as conn:
+                await conn.run_sync(upgrade_schema)
+            return
+        # A connection without the pool's statement timeout: a migration of a large table may take minutes.
+        engine = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1, "max_overflow": 0,
+                                                "connect_args": {"timeout": 5}})
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(upgrade_schema)
+        finally:
+            await engine.dispose()
 
     async def close(self) -> None:
         if self._lease_engine is not None:
