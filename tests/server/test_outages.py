@@ -180,17 +180,23 @@ async def test_postgres_down_past_the_retries_fails_the_run_and_keeps_its_result
     finished result is stored once the database is back, the chat goes on; the failure is logged as JSON."""
     gate.script("long-outage", calls(("gated", {"label": "long-tool"})), text("Never said."))
     gate.script("again", text("Back again."))
+    ending = gate.script("ending-late", text("Said while the database was away.", chunks=4), gated=True)
     server = start_server(pg_url, gate, tmp_path / "server", "--db-retry-seconds", "1", "--log-format", "json")
     try:
         async with server.api() as api, server.api() as watcher:
-            chat = await api.new_chat()
+            chat, other = await api.new_chat(), await api.new_chat()
             run_id, _ = await start_run(api, chat, "[[long-outage]] go")
+            async with api.send(other, "[[ending-late]] go") as response:
+                assert response.status_code == 200
+                other_started = await anext(read_events(response))
+            await until(lambda: ending.sent >= 1)
             events: list[Event] = []
             async with following(watcher, chat, events) as ended:
                 await until(lambda: any(e.type == "tool_started" for e in events))
                 postgres_cluster.pause()
                 stopped = time.monotonic()
                 gate.release_tool("long-tool")
+                ending.open()  # another run's step ends: the round it hands over cannot be stored in time
                 with anyio.fail_after(30):  # while the database is still stopped: nobody waits for it
                     await ended.wait()
                 told_after = time.monotonic() - stopped
@@ -213,6 +219,15 @@ async def test_postgres_down_past_the_retries_fails_the_run_and_keeps_its_result
             listed = (await api.client.get(f"/api/chats/{chat}/messages")).json()
             assert listed["runs"][-1]["status"] == "failed", listed
             assert listed["runs"][-1]["error"]["code"] == "store_unavailable"
+            async with watcher.follow(other, after=other_started.id) as response:  # (a request needs the database)
+                other_events = [e async for e in read_events(response)]
+            assert other_events[-1].data["status"] == "failed", other_events[-1].data
+            assert other_events[-1].data["error"]["code"] == "store_unavailable"
+            with anyio.fail_after(30):
+                while (await api.chat(other))["active_run"] is not None:  # noqa: ASYNC110 - another process
+                    await anyio.sleep(0.1)
+            rows = await api.rows(other)
+            assert rows[-1]["messages"][0]["parts"][0]["text"] == "Said while the database was away.", rows
             again = await api.run(chat, "[[again]] still there?")
             assert again[-1].data["status"] == "completed"
     finally:

@@ -177,16 +177,14 @@ class RunMemory:
     async def append(self, messages: Sequence[Message], conversation_id: str | None = None) -> None:
         self._check(conversation_id)
         safe = [self._policy.message(m) for m in messages]
-        written = False
         try:
             with anyio.CancelScope(shield=True):
                 rows = await durably(lambda: self._store.append_messages(self.chat_id, safe, run_id=self.run_id),
                                      seconds=self._retry_seconds, what="storing a round", run_id=self.run_id,
                                      chat_id=self.chat_id)
-                written = True
-        finally:
-            if not written:  # the store is away (or the agent stopped waiting): kept for the run's end
-                self.unsaved = safe
+        except StoreUnavailable:  # away for longer than the retries: kept for the run's end
+            self.unsaved = safe
+            raise
         self._notify(_Saved(messages=list(messages), rows=rows))
 
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
