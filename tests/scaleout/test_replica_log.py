@@ -7,7 +7,6 @@ port, so that the session's Redis stays untouched.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -119,18 +118,17 @@ async def test_a_deleted_chats_events_never_reach_the_next_owner_of_its_id_on_an
     async with a.api("alice") as alice_a, b.api("alice") as alice_b, b.api("bob") as bob_b:
         # Alice's run on A, followed from B while it runs: B keeps a copy of the chat's log.
         followed: list[bytes] = []
-        async with anyio.create_task_group() as tg:
-            async with alice_a.client.stream("POST", "/api/chat", json=_vercel_body(chat, "u1", "[[alice-run]] go")
-                                             ) as response:
-                assert response.status_code == 200
-                alice_run = response.headers["x-run-id"]
+        alice_body = _vercel_body(chat, "u1", "[[alice-run]] go")
+        async with anyio.create_task_group() as tg, alice_a.client.stream("POST", "/api/chat",
+                                                                          json=alice_body) as response:
+            assert response.status_code == 200
+            alice_run = response.headers["x-run-id"]
 
-                async def follow_on_b() -> None:
-                    status, body = await _vercel_frames(alice_b, "GET", f"/api/chat/{chat}/stream")
-                    followed.append(body)
+            async def follow_on_b() -> None:
+                followed.append((await _vercel_frames(alice_b, "GET", f"/api/chat/{chat}/stream"))[1])
 
-                tg.start_soon(follow_on_b)
-                alice_frames = await response.aread()
+            tg.start_soon(follow_on_b)
+            alice_frames = await response.aread()
         assert secret.encode() in alice_frames
         replay = [e async for e in _native_events(alice_b, chat, "1-1")]
         assert replay and replay[-1].type == "run_finished"  # B answers Alice's replay (from its copy)
@@ -139,25 +137,24 @@ async def test_a_deleted_chats_events_never_reach_the_next_owner_of_its_id_on_an
 
         # Bob uses the same id, on B, at once: his streams hold his run and nothing of Alice's.
         seen: list[bytes] = []
-        async with anyio.create_task_group() as tg:
-            async with bob_b.client.stream("POST", "/api/chat", json=_vercel_body(chat, "b1", "[[bob-run]] hi")
-                                           ) as response:
-                assert response.status_code == 200, (await response.aread()).decode()
-                bob_run = response.headers["x-run-id"]
-                await until(lambda: gate.waiting.get("bob-tool", 0) == 1)
-                bob_native: list[Event] = []
+        bob_body = _vercel_body(chat, "b1", "[[bob-run]] hi")
+        async with anyio.create_task_group() as tg, bob_b.client.stream("POST", "/api/chat", json=bob_body) as response:
+            assert response.status_code == 200, (await response.aread()).decode()
+            bob_run = response.headers["x-run-id"]
+            await until(lambda: gate.waiting.get("bob-tool", 0) == 1)
+            bob_native: list[Event] = []
 
-                async def native() -> None:
-                    bob_native.extend([e async for e in _native_events(bob_b, chat, None)])
+            async def native() -> None:
+                bob_native.extend([e async for e in _native_events(bob_b, chat, None)])
 
-                async def vercel_resume() -> None:
-                    seen.append((await _vercel_frames(bob_b, "GET", f"/api/chat/{chat}/stream"))[1])
+            async def vercel_resume() -> None:
+                seen.append((await _vercel_frames(bob_b, "GET", f"/api/chat/{chat}/stream"))[1])
 
-                tg.start_soon(native)
-                tg.start_soon(vercel_resume)
-                await anyio.sleep(0.5)
-                gate.release_tool("bob-tool")
-                seen.append(await response.aread())
+            tg.start_soon(native)
+            tg.start_soon(vercel_resume)
+            await anyio.sleep(0.5)
+            gate.release_tool("bob-tool")
+            seen.append(await response.aread())
         replayed = [e async for e in _native_events(bob_b, chat, "1-1")]
         seen.append(orjson.dumps([e.data for e in replayed]))
         seen.append(orjson.dumps([e.data for e in bob_native]))
@@ -194,7 +191,7 @@ async def test_the_same_message_sent_to_two_replicas_at_once_attaches_every_copy
                 if response.status_code == 200:
                     runs.setdefault(chat, set()).add(response.headers["x-run-id"])
                     events = [e async for e in read_events(response)]
-                    assert events[0].id == f"1-1" and events[-1].type == "run_finished", [e.id for e in events]
+                    assert events[0].id == "1-1" and events[-1].type == "run_finished", [e.id for e in events]
                 else:
                     await response.aread()
 
@@ -205,3 +202,123 @@ async def test_the_same_message_sent_to_two_replicas_at_once_attaches_every_copy
     print(f"duplicate sends: {chats_count * per_chat}, answers by status: {statuses}")
     assert statuses == {200: chats_count * per_chat}
     assert all(len(ids) == 1 for ids in runs.values())
+
+
+# -- C. Redis restarting empty, or frozen, mid-run ---------------------------------------------------
+
+async def _events_after(api: Api, chat: str, after: str, until_type: str = "run_finished",
+                        deadline: float = 60.0) -> tuple[int, list[Event]]:
+    """Resume after `after`; the status and the events up to `until_type` (or the stream's end)."""
+    events: list[Event] = []
+    with anyio.fail_after(deadline):
+        async with api.follow(chat, after) as response:
+            if response.status_code != 200:
+                await response.aread()
+                return response.status_code, events
+            async for event in read_events(response):
+                events.append(event)
+                if event.type == until_type:
+                    break
+    return 200, events
+
+
+def _numbers(events: list[Event]) -> list[int]:
+    return [int(str(e.id).split("-")[1]) for e in events]
+
+
+@pytest.mark.parametrize("fault", ["restart", "freeze"])
+async def test_a_follower_on_another_replica_resumes_without_a_gap_after_redis_restarts_empty_or_freezes(
+        replica: Replica, gate: GateServer, own_redis: RestartableRedis, fault: str) -> None:
+    a, b = (replica("--redis", own_redis.url, redis=False) for _ in range(2))
+    label = f"outage-{fault}"
+    gate.script(label, calls(("gated", {"label": label}), preamble="Waiting for the gate."),
+                text("Finished after the outage.", chunks=5))
+    async with a.api() as on_a, b.api() as on_b:
+        chat = await on_a.new_chat()
+        live: list[Event] = []
+        async with anyio.create_task_group() as tg, on_a.send(chat, f"[[{label}]] go") as response:
+            async def live_follower_on_b() -> None:  # stays connected through the outage
+                live.extend((await _events_after(on_b, chat, "1-1"))[1])
+
+            stream = read_events(response)
+            async for event in stream:
+                if event.type == "tool_started":
+                    break
+            before = event.id
+            assert before is not None
+            await until(lambda: gate.waiting.get(label, 0) == 1)
+            tg.start_soon(live_follower_on_b)
+            # A follower on B that saw the run up to here, then lost its connection.
+            status, seen = await _events_after(on_b, chat, "1-1", until_type="tool_started")
+            assert status == 200 and seen[-1].id == before
+            await anyio.sleep(0.5)
+            if fault == "restart":
+                own_redis.stop()
+                await anyio.sleep(3)
+                own_redis.start()  # empty
+            else:
+                own_redis.freeze()
+                await anyio.sleep(3)
+                own_redis.thaw()
+            back = time.monotonic()
+            # The follower on B resumes with its last cursor.
+            with anyio.fail_after(30):
+                async with on_b.follow(chat, before) as resumed:
+                    recovered = time.monotonic() - back
+                    assert resumed.status_code == 200, (await resumed.aread()).decode()
+                    gate.release_tool(label)
+                    after_outage = [e async for e in read_events(resumed)]
+            rest = [e async for e in stream]
+        assert rest[-1].type == "run_finished" and rest[-1].data["status"] == "completed"
+        ids = _numbers(after_outage)
+        first = int(before.split("-")[1])
+        assert ids == list(range(first + 1, first + 1 + len(ids))), ids  # no gap, no duplicate
+        assert after_outage[-1].type == "run_finished" and after_outage[-1].id == rest[-1].id
+        assert _numbers(live) == list(range(2, 2 + len(live))) and live[-1].id == rest[-1].id, _numbers(live)
+        replay = await _events_after(on_b, chat, "1-1")
+        assert replay[0] == 200 and _numbers(replay[1]) == list(range(2, 2 + len(replay[1])))
+        print(f"Redis {fault}: a follower on B resumed {recovered:.2f} s after Redis was back; "
+              f"{len(after_outage)} events after its cursor, no gap, no duplicate")
+
+
+# -- D. a tool call starting while Redis is down ------------------------------------------------------
+
+async def test_a_tool_call_starting_while_redis_is_down_keeps_its_run_and_streams_its_result(
+        replica: Replica, gate: GateServer, own_redis: RestartableRedis) -> None:
+    a, b = (replica("--redis", own_redis.url, redis=False) for _ in range(2))
+    gate.script("down", calls(("gated", {"label": "before-outage"})),
+                calls(("sleepy", {"seconds": 0.01, "label": "during-outage"})), text("All stored and streamed."))
+    async with a.api() as on_a, b.api() as on_b:
+        chat, other = await on_a.new_chat(), await on_a.new_chat()
+        async with on_a.send(chat, "[[down]] go") as response:
+            events: list[Event] = []
+            async for event in read_events(response):
+                events.append(event)
+                if event.type == "tool_started" and event.data["call"]["name"] == "gated":
+                    await until(lambda: gate.waiting.get("before-outage", 0) == 1)
+                    own_redis.stop()
+                    gate.release_tool("before-outage")
+                    await until(lambda: "start:during-outage" in gate.events)
+                    # Meanwhile, requests that need Redis answer 503 with a code and Retry-After.
+                    started = time.monotonic()
+                    refused = await on_b.client.post(f"/api/chats/{other}/messages",
+                                                     json={"client_message_id": "m", "text": "hello"})
+                    assert refused.status_code == 503, refused.text
+                    assert refused.json()["error"]["code"] == "unavailable" and refused.headers["retry-after"]
+                    resume = await on_b.client.get(f"/api/chats/{chat}/stream", headers={"Last-Event-ID": "1-1"})
+                    assert resume.status_code == 503 and resume.headers["retry-after"], resume.text
+                    answered = time.monotonic() - started
+                    await anyio.sleep(2)
+                    own_redis.start()
+        assert events[-1].type == "run_finished" and events[-1].data["status"] == "completed", events[-1].data
+        ids = _numbers(events)
+        assert ids == list(range(1, len(ids) + 1))
+        results = [e.data for e in events if e.type == "tool_result"]
+        streamed = orjson.dumps(results)
+        assert b"during-outage" in streamed
+        rows = await on_b.rows(chat)
+        stored = [p["result"] for row in rows if row["kind"] == "tools_aggregate" for p in row["messages"][1]["parts"]]
+        assert {"label": "during-outage", "slept": 0.01} in stored
+        assert (await on_b.run(other, "after the outage"))[-1].data["status"] == "completed"
+        print(f"Redis down during a tool call: run completed, {len(ids)} events streamed without a gap; "
+              f"503 answers took {answered:.2f} s")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import anyio
 import anyio.abc
 
 from ..limits import RateKind
@@ -24,6 +25,9 @@ from ._hub import RedisHub
 __all__ = ["RedisRateLimiter"]
 
 logger = logging.getLogger("toolwire.server")
+
+_SPEND_PATIENCE = 1.0
+"""Seconds a run waits for its spending to be counted before it goes on (and the count is kept here)."""
 
 _MAX_UNCOUNTED = 10_000
 """Users whose spending is kept here while Redis is away (see the module docstring)."""
@@ -91,7 +95,8 @@ class RedisRateLimiter:
     async def spend(self, user_id: str, kind: RateKind, amount: int = 1) -> None:
         owed = self._uncounted.pop((user_id, kind), 0)
         try:
-            await self._call(user_id, kind, "spend", amount + owed)
+            with anyio.fail_after(_SPEND_PATIENCE):  # the run waits for this: never for Redis's retries
+                await self._call(user_id, kind, "spend", amount + owed)
         except Exception as exc:  # Redis away: the run goes on, its spending is counted later
             if len(self._uncounted) >= _MAX_UNCOUNTED:
                 forgotten = next(iter(self._uncounted))

@@ -266,7 +266,8 @@ class RedisEventLog:
                 # No reply: the stream is gone. Redis lost its data (write again what this process holds,
                 # then these), or the chat was deleted (they are dropped below).
                 todo = [i for i in todo if replies[i] is None]
-                if todo and (self.hub.epoch != epoch or await self.hub.check_lost()):
+                # (The check first: the reader may be finding the same loss at this moment.)
+                if todo and (await self.hub.check_lost() or self.hub.epoch != epoch):
                     continue
                 break
             except Exception as exc:
