@@ -183,6 +183,9 @@ async def test_the_same_message_sent_to_two_replicas_at_once_attaches_every_copy
     runs: dict[str, set[str]] = {}
     async with a.api() as on_a, b.api() as on_b:
         chats = [await on_a.new_chat() for _ in range(chats_count)]
+        async with anyio.create_task_group() as tg:
+            for chat in chats:  # a first run each: the second waits for its end to be in the log before starting
+                tg.start_soon(on_a.run, chat, "[[twice]] first")
 
         async def send(api: Api, chat: str) -> None:
             body = {"client_message_id": "same-message", "text": "[[twice]] once please"}
@@ -191,7 +194,7 @@ async def test_the_same_message_sent_to_two_replicas_at_once_attaches_every_copy
                 if response.status_code == 200:
                     runs.setdefault(chat, set()).add(response.headers["x-run-id"])
                     events = [e async for e in read_events(response)]
-                    assert events[0].id == "1-1" and events[-1].type == "run_finished", [e.id for e in events]
+                    assert events[0].id == "2-1" and events[-1].type == "run_finished", [e.id for e in events]
                 else:
                     await response.aread()
 
