@@ -114,7 +114,7 @@ async def _start(server: ServerState, user: User, chat: Chat, text: str, client_
     """Store the user's message and start its run (or attach to the run the same message started)."""
     handle = await server.manager.send_message(user, chat, text, client_message_id,
                                                title=None if chat.title else _title_from(text))
-    await attach(server.log, chat.id, handle.run)
+    await attach(server.log, chat.id, handle.run, created=handle.created)
     return handle.run
 
 

@@ -205,7 +205,7 @@ async def post_message(request: Request) -> Response:
     handle = await server.manager.send_message(user, chat, body.text, body.client_message_id,
                                                title=None if chat.title else _title_from(body.text))
     first = Cursor(handle.run.run_number, 0)
-    await attach(server.log, chat.id, handle.run)
+    await attach(server.log, chat.id, handle.run, created=handle.created)
     return _follow_response(server, chat, first, run_id=handle.run.id,
                             cancel_on_disconnect=body.on_disconnect == "cancel")
 
@@ -215,13 +215,14 @@ _ATTACH_WAIT = 10.0
 another replica a moment ago, or a log that Redis lost and the run's replica is writing again."""
 
 
-async def attach(log: EventLog, chat_id: str, run: Run) -> None:
-    """Make sure the log holds `run` from its start, waiting (up to `_ATTACH_WAIT`) while it is live; else 410.
-
-    Also tells the log which run the database knows by that number, so that a copy of a deleted chat's log
-    under a reused id is never served (`EventLog.expect_run`).
-    """
+async def attach(log: EventLog, chat_id: str, run: Run, *, created: bool) -> None:
+    """Prepare to follow `run` from its start: tells the log which run the database knows by that number (so
+    that a copy of a deleted chat's log under a reused id is never served, `EventLog.expect_run`); for a run
+    this request did not start, makes sure the log holds it, waiting (up to `_ATTACH_WAIT`) while it is live,
+    else 410."""
     await log.expect_run(chat_id, run.run_number, run.id)
+    if created:
+        return  # its events are on their way from this process
     first = Cursor(run.run_number, 0)
     if await _known(log, chat_id, first, wait=run.active):
         return
