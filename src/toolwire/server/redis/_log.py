@@ -251,9 +251,9 @@ class RedisEventLog:
 
     async def _flush_batch(self, batch: list[_Pending]) -> None:
         """Write the batch, trying again for as long as Redis is away (the queue behind it is bounded)."""
-        items = [(chat_id, entry) for chat_id, entries, _ in batch for entry in entries]
-        replies: list[Any] = [None] * len(items)
-        todo = list(range(len(items)))
+        groups = [(chat_id, entries) for chat_id, entries, _ in batch if entries]
+        replies: list[Any] = []
+        retry: list[tuple[str, list[LogEntry]]] | None = None
         delay = 0.05
         failing_since: float | None = None
         while True:
@@ -261,13 +261,15 @@ class RedisEventLog:
                 if self._rewrite_wanted:
                     await self._rewrite_owned()
                 epoch = self.hub.epoch
-                for position, reply in zip(todo, await self._write([items[i] for i in todo]), strict=True):
-                    replies[position] = reply
+                if retry is None:
+                    replies = await self._write(groups)
+                else:
+                    replies = self._merge(replies, await self._write(retry))
                 # No reply: the stream is gone. Redis lost its data (write again what this process holds,
-                # then these), or the chat was deleted (they are dropped below).
-                todo = [i for i in todo if replies[i] is None]
-                # (The check first: the reader may be finding the same loss at this moment.)
-                if todo and (await self.hub.check_lost() or self.hub.epoch != epoch):
+                # then these), or the chat was deleted (they are dropped below). The check first: the reader
+                # may be finding the same loss at this moment.
+                if None in replies and (await self.hub.check_lost() or self.hub.epoch != epoch):
+                    retry = self._missing(groups, replies)
                     continue
                 break
             except Exception as exc:
@@ -278,7 +280,7 @@ class RedisEventLog:
                 await anyio.sleep(delay)
                 delay = min(_WRITE_PAUSE_MAX, delay * 2)
         if failing_since is not None:
-            logger.warning("Redis answers again: %d event(s) written after %.1f s", len(items),
+            logger.warning("Redis answers again: %d event(s) written after %.1f s", len(replies),
                            time.monotonic() - failing_since)
         position = 0
         for chat_id, entries, done in batch:
@@ -301,31 +303,55 @@ class RedisEventLog:
                 self._writing.add(chat_id)
             if written:
                 self._owned[chat_id] = time.monotonic()
-            if written:
                 await self._copy(chat_id, written)
             if done is not None and not done.done():
                 done.set_result(None)
 
-    async def _write(self, items: list[tuple[str, LogEntry]]) -> list[Any]:
+    @staticmethod
+    def _missing(groups: list[tuple[str, list[LogEntry]]], replies: list[Any]) -> list[tuple[str, list[LogEntry]]]:
+        """The entries that got no reply, grouped as they were."""
+        missing = []
+        position = 0
+        for chat_id, entries in groups:
+            again = [entry for number, entry in enumerate(entries) if replies[position + number] is None]
+            position += len(entries)
+            if again:
+                missing.append((chat_id, again))
+        return missing
+
+    @staticmethod
+    def _merge(replies: list[Any], again: list[Any]) -> list[Any]:
+        """`replies` with the replies to the entries written again (those that had none) put in their place."""
+        taken = iter(again)
+        return [next(taken) if reply is None else reply for reply in replies]
+
+    async def _write(self, groups: list[tuple[str, list[LogEntry]]]) -> list[Any]:
         """XADD each entry (with its cursor as the id); the replies to the XADDs, in order.
 
         Only a run's first event may create its stream: every other one is written with NOMKSTREAM, so that
         a stream that is gone (Redis lost it, or the chat was deleted) is never started again half-way.
         """
-        if not items:
+        if not groups:
             return []
         pipe = self.hub.writer.pipeline(transaction=False)
+        command = pipe.execute_command
+        maxlen = self.max_events_per_chat
         expires: list[int] = []
-        for number, (chat_id, entry) in enumerate(items):
+        count = 0
+        for chat_id, entries in groups:
             key = self.key(chat_id)
-            first = entry.type == "run_started" and entry.cursor.index == 1
-            pipe.execute_command("XADD", key, *(() if first else ("NOMKSTREAM",)), "MAXLEN", "~",
-                                 self.max_events_per_chat, str(entry.cursor), "t", entry.type, "d", entry.data)
-            last_of_chat = number + 1 == len(items) or items[number + 1][0] != chat_id
-            if last_of_chat and entry.type in ("run_started", "run_finished"):
-                ttl = self.retention_seconds if entry.type == "run_finished" else self.live_ttl_seconds
-                pipe.execute_command("EXPIRE", key, max(1, int(ttl)))
-                expires.append(number + len(expires) + 1)
+            for entry in entries:
+                if entry.type == "run_started" and entry.cursor.index == 1:
+                    command("XADD", key, "MAXLEN", "~", maxlen, str(entry.cursor), "t", entry.type, "d", entry.data)
+                else:
+                    command("XADD", key, "NOMKSTREAM", "MAXLEN", "~", maxlen, str(entry.cursor), "t", entry.type,
+                            "d", entry.data)
+            count += len(entries)
+            last = entries[-1].type
+            if last in ("run_started", "run_finished"):
+                ttl = self.retention_seconds if last == "run_finished" else self.live_ttl_seconds
+                command("EXPIRE", key, max(1, int(ttl)))
+                expires.append(count + len(expires))
         self.redis_writes += 1
         results: list[Any] = await pipe.execute(raise_on_error=False)
         for position in reversed(expires):
@@ -372,8 +398,10 @@ class RedisEventLog:
         held = self.copy.tail(chat_id)
         tail, tail_type = held if held is not None else (None, None)
         if tail is not None:
-            if any(e.type == "run_started" and e.cursor <= tail for e in entries):
-                # A run starting before the copy's end: the chat was deleted and its id used again.
+            first = entries[0]
+            if first.type == "run_started" and first.cursor <= tail:
+                # A run starting before the copy's end (only this process's own appends can, and a run's
+                # start is its first): the chat was deleted and its id used again.
                 self.copy.forget(chat_id)
                 tail, tail_type = None, None
             else:
