@@ -8,6 +8,7 @@ run agent code: they store, ask the run manager, and follow the chat's event log
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +225,11 @@ async def attach(log: EventLog, chat_id: str, run: Run, *, created: bool) -> Non
     if created:
         return  # its events are on their way from this process
     first = Cursor(run.run_number, 0)
-    if await _known(log, chat_id, first, wait=run.active):
+    # A run that ended a moment ago may still have its events on their way to the log (its end is stored
+    # before it is published), so it is waited for like a live one.
+    ended = run.finished_at
+    recent = ended is not None and (datetime.now(UTC) - ended).total_seconds() < _ATTACH_WAIT
+    if await _known(log, chat_id, first, wait=run.active or recent):
         return
     raise ApiError(410, "run_expired", "This message was already sent and its run's events are no longer kept; "
                                        "reload the chat's messages (its answer is stored there).")
