@@ -192,3 +192,69 @@ async def test_a_follower_reading_from_the_copy_never_sees_a_gap_when_the_copy_i
         got = await reader.event_log.read_after("chat_g", Cursor(1, 10))
         assert [e.cursor.index for e in got] == list(range(11, 31))
         assert log() is reader.event_log
+
+
+def run_of(run_id: str, run: int, count: int) -> list[LogEntry]:
+    """A run with its own id: `run_started`, text deltas, `run_finished`."""
+    def one(index: int, type_: str, **fields: object) -> LogEntry:
+        event = {"type": type_, "run_id": run_id, "step": None, **fields}
+        return LogEntry(Cursor(run, index), type_, event, orjson.dumps(event))
+
+    return [one(1, "run_started"), *(one(i, "text_delta", text=f"{run_id}-{i}") for i in range(2, count)),
+            one(count, "run_finished", status="completed")]
+
+
+async def test_a_copy_of_a_deleted_chat_is_never_served_under_its_reused_id_even_without_the_deletion_signal(
+        flushed: RedisServer) -> None:
+    async with process(flushed) as one, process(flushed) as two:
+        old = run_of("run_old", 1, 6)
+        for item in old:
+            await one.event_log.append("chat_r", [item])
+        follower = two.event_log
+        assert [e.cursor for e in await follower.read_after("chat_r", Cursor(1, 0))] == [e.cursor for e in old]
+        await follower.wait("chat_r", Cursor(1, 6), 0.2)  # `two` keeps a copy, fed by its reader
+        assert follower.copy.holds("chat_r")
+        # The stream is deleted behind every replica's back (as if the deletion signal were missed), and the id
+        # is used again by a new chat whose first run is shorter.
+        flushed.command("DEL", "toolwire:events:chat_r")
+        new = run_of("run_new", 1, 3)
+        for item in new:
+            await one.event_log.append("chat_r", [item])
+        await follower.expect_run("chat_r", 1, "run_new")
+        got = await follower.read_after("chat_r", Cursor(1, 0))
+        assert [e.event["run_id"] for e in got] == ["run_new"] * 3
+        assert await follower.position("chat_r", Cursor(1, 5)) is not Position.KNOWN
+
+
+async def test_a_deletion_reaches_every_process_and_a_late_write_of_the_deleted_run_recreates_nothing(
+        flushed: RedisServer) -> None:
+    async with process(flushed) as one, process(flushed) as two:
+        run = run_of("run_d", 1, 6)
+        await one.event_log.append("chat_d", run[:3])
+        await one.event_log.flush()
+        await two.event_log.read_after("chat_d", Cursor(1, 0))
+        await two.event_log.wait("chat_d", Cursor(1, 3), 0.2)
+        assert two.event_log.copy.holds("chat_d")
+        await two.event_log.discard("chat_d")  # deleted through the other process
+        with anyio.fail_after(5):
+            while one.event_log.copy.holds("chat_d"):  # noqa: ASYNC110 - the reader forgets it
+                await anyio.sleep(0.01)
+        await one.event_log.append("chat_d", run[3:])  # the deleted chat's run, still writing
+        assert flushed.command("EXISTS", "toolwire:events:chat_d").strip(":\r\n") == "0"
+        again = run_of("run_again", 1, 3)  # the id used again: a new run starts a new stream
+        await one.event_log.append("chat_d", again)
+        got = await two.event_log.read_after("chat_d", Cursor(1, 0))
+        assert [e.event["run_id"] for e in got] == ["run_again"] * 3
+
+
+async def test_after_redis_loses_its_data_the_writer_writes_its_runs_again_before_what_follows(
+        flushed: RedisServer) -> None:
+    async with process(flushed) as one, process(flushed) as two:
+        run = run_of("run_l", 1, 8)
+        await one.event_log.append("chat_l", run[:4])
+        await one.event_log.flush()
+        flushed.command("FLUSHALL")  # Redis loses everything, the processes' own keys too
+        await one.event_log.append("chat_l", run[4:])  # the run goes on
+        got = await two.event_log.read_after("chat_l", Cursor(1, 2))
+        assert [e.cursor.index for e in got] == [3, 4, 5, 6, 7, 8]  # no gap: the first events were written again
+        assert one.hub.epoch == 1

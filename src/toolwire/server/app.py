@@ -20,6 +20,7 @@ each run's `invoke_agent` span is a child of the request that started it.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -221,6 +222,12 @@ def create_app(
         routes.append(Mount("/static", StaticFiles(directory=config.web_dir), name="static"))
     handlers: dict[Any, Any] = {ApiError: handle_api_error, HTTPException: handle_http_exception,
                                 StoreUnavailable: handle_store_unavailable, Exception: handle_unexpected}
+    with contextlib.suppress(ImportError):
+        # Redis away answers 503 (errors.py); handled here rather than on the 500 path, which re-raises and
+        # makes uvicorn drop the connection before the client reads the answer.
+        from redis.exceptions import ConnectionError as RedisAway, TimeoutError as RedisSlow
+
+        handlers.update({RedisAway: handle_unexpected, RedisSlow: handle_unexpected})
     # Outermost: a request's span covers what CORS answers too, and continues the caller's trace.
     middleware = [Middleware(RequestSpans, routes=routes)]
     if config.cors_origins:

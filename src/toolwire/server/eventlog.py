@@ -147,6 +147,14 @@ class EventLog(Protocol):
         """Forget a chat (it was deleted)."""
         ...
 
+    async def expect_run(self, chat_id: str, run: int, run_id: str) -> None:
+        """Say which run a follower is about to read as the chat's run number `run` (the database's word).
+
+        A log that holds another run under that number holds a deleted chat whose id was used again:
+        it forgets everything it holds of the chat, so nothing of the deleted chat is served.
+        """
+        ...
+
     def sweep(self) -> None:
         """Periodic housekeeping (forget idle chats); called by the server every few seconds."""
         ...
@@ -343,6 +351,28 @@ class InMemoryEventLog:
 
     async def discard(self, chat_id: str) -> None:
         self._forget(chat_id)
+
+    async def expect_run(self, chat_id: str, run: int, run_id: str) -> None:
+        held = self.run_id(chat_id, run)
+        if held is not None and held != run_id:
+            self._forget(chat_id)
+
+    def run_id(self, chat_id: str, run: int) -> str | None:
+        """The id of the run held as number `run` (read from its first held entry), or `None` if none is held."""
+        log = self._chats.get(chat_id)
+        start = log.run_start.get(run) if log is not None else None
+        if log is None or start is None:
+            return None
+        position = max(start, log.offset) - log.offset
+        if position >= len(log.entries) or log.entries[position].cursor.run != run:
+            return None
+        found = orjson.loads(log.entries[position].data).get("run_id")
+        return found if isinstance(found, str) else None
+
+    def entries(self, chat_id: str) -> list[LogEntry]:
+        """Every entry held of the chat, oldest first."""
+        log = self._chats.get(chat_id)
+        return list(log.entries) if log is not None else []
 
     # -- a partial copy of a log kept elsewhere (the Redis log keeps one per chat it serves) ------
 

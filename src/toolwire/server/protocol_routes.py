@@ -35,7 +35,7 @@ from .encode.agui import AguiEncoder
 from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_parts
 from .errors import ApiError
 from .eventlog import Cursor, Position
-from .routes import ServerState, _caller, _json, _title_from
+from .routes import ServerState, _caller, _json, _title_from, attach
 from .schemas import read_body
 from .sse import Encoder, EventStreamResponse, follow
 
@@ -114,10 +114,7 @@ async def _start(server: ServerState, user: User, chat: Chat, text: str, client_
     """Store the user's message and start its run (or attach to the run the same message started)."""
     handle = await server.manager.send_message(user, chat, text, client_message_id,
                                                title=None if chat.title else _title_from(text))
-    if not handle.created and await server.log.position(chat.id, Cursor(handle.run.run_number, 0)) \
-            is not Position.KNOWN:
-        raise ApiError(410, "run_expired", "This message was already sent and its run's events are no longer kept; "
-                                           "reload the chat's messages (its answer is stored there).")
+    await attach(server.log, chat.id, handle.run, created=handle.created)
     return handle.run
 
 
@@ -190,6 +187,7 @@ async def vercel_chat(request: Request) -> Response:
                                                    "Response) for every pending approval.")
         chat = await _chat_for_message(server, user, body.id)
         handle = await server.manager.decide(user, chat, decisions)
+        await server.log.expect_run(chat.id, handle.run.run_number, handle.run.id)
         turn = await _turn(server.store, chat.id, handle.run)
         return _stream(server, chat, handle.run, VercelEncoder(message_id=turn[-1].id), VERCEL_HEADERS)
     if last.role != "user":
@@ -213,6 +211,7 @@ async def vercel_stream(request: Request) -> Response:
     active = await server.store.active_run(chat.id) if chat is not None else None
     if chat is None or active is None:
         return Response(status_code=204, headers={"cache-control": "no-cache"})
+    await server.log.expect_run(chat.id, active.run_number, active.id)
     if await server.log.position(chat.id, Cursor(active.run_number, 0)) is Position.EXPIRED:
         return Response(status_code=204, headers={"cache-control": "no-cache"})
     turn = await _turn(server.store, chat.id, active)
@@ -326,6 +325,7 @@ async def agui_run(request: Request) -> Response:
         decisions = _resume_decisions(agent_input)
         chat = await _chat_for_message(server, user, agent_input.thread_id)
         run = (await server.manager.decide(user, chat, decisions)).run
+        await server.log.expect_run(chat.id, run.run_number, run.id)
     else:
         last = agent_input.messages[-1] if agent_input.messages else None
         if last is None or last.role != "user":

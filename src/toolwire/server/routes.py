@@ -8,14 +8,16 @@ run agent code: they store, ask the run manager, and follow the chat's event log
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 
-from ..store import Chat, Decision, RunSummary, Store, User, iso
+from ..store import Chat, Decision, Run, RunSummary, Store, User, iso
 from .approvals import paused_view
 from .auth import authenticate
 from .encode import NativeEncoder
@@ -204,11 +206,51 @@ async def post_message(request: Request) -> Response:
     handle = await server.manager.send_message(user, chat, body.text, body.client_message_id,
                                                title=None if chat.title else _title_from(body.text))
     first = Cursor(handle.run.run_number, 0)
-    if not handle.created and await server.log.position(chat.id, first) is not Position.KNOWN:
-        raise ApiError(410, "run_expired", "This message was already sent and its run's events are no longer kept; "
-                                           "reload the chat's messages (its answer is stored there).")
+    await attach(server.log, chat.id, handle.run, created=handle.created)
     return _follow_response(server, chat, first, run_id=handle.run.id,
                             cancel_on_disconnect=body.on_disconnect == "cancel")
+
+
+_ATTACH_WAIT = 10.0
+"""Seconds a request waits for a live run's events to reach the log: a run started by the same message on
+another replica a moment ago, or a log that Redis lost and the run's replica is writing again."""
+
+
+async def attach(log: EventLog, chat_id: str, run: Run, *, created: bool) -> None:
+    """Prepare to follow `run` from its start: tells the log which run the database knows by that number (so
+    that a copy of a deleted chat's log under a reused id is never served, `EventLog.expect_run`); for a run
+    this request did not start, makes sure the log holds it, waiting (up to `_ATTACH_WAIT`) while it is live,
+    else 410."""
+    await log.expect_run(chat_id, run.run_number, run.id)
+    if created:
+        return  # its events are on their way from this process
+    first = Cursor(run.run_number, 0)
+    # A run that ended a moment ago may still have its events on their way to the log (its end is stored
+    # before it is published), so it is waited for like a live one.
+    ended = run.finished_at
+    recent = ended is not None and (datetime.now(UTC) - ended).total_seconds() < _ATTACH_WAIT
+    if await _known(log, chat_id, first, wait=run.active or recent):
+        return
+    raise ApiError(410, "run_expired", "This message was already sent and its run's events are no longer kept; "
+                                       "reload the chat's messages (its answer is stored there).")
+
+
+async def _known(log: EventLog, chat_id: str, cursor: Cursor, *, wait: bool) -> bool:
+    """Whether the log can be read after `cursor`; with `wait`, waits up to `_ATTACH_WAIT` for it to be."""
+    if await log.position(chat_id, cursor) is Position.KNOWN:
+        return True
+    if not wait:
+        return False
+    pause = 0.02
+    with anyio.move_on_after(_ATTACH_WAIT):
+        # Polled, not `log.wait`ed: waiting positions a log's local copy at the cursor, which would then answer
+        # for it before the events are really there.
+        while True:
+            await anyio.sleep(pause)
+            pause = min(0.2, pause * 2)
+            if await log.position(chat_id, cursor) is Position.KNOWN:
+                return True
+    return False
 
 
 async def stream(request: Request) -> Response:
@@ -230,17 +272,26 @@ async def _stream_start(server: ServerState, chat: Chat, cursor: Cursor | None) 
     store, log = server.store, server.log
     active = await store.active_run(chat.id)
     if cursor is None:
-        return Cursor(active.run_number, 0) if active is not None else None
+        if active is None:
+            return None
+        await log.expect_run(chat.id, active.run_number, active.id)
+        return Cursor(active.run_number, 0)
     expired = ApiError(410, "cursor_expired", "The events after this id are no longer kept; reload the chat's "
                                               "messages (GET /api/chats/{id}/messages), then follow from there.")
+    run = active if active is not None and active.run_number == cursor.run else \
+        await store.run_by_number(chat.id, cursor.run)
+    if run is not None:
+        await log.expect_run(chat.id, cursor.run, run.id)
     where = await log.position(chat.id, cursor)
+    if where in (Position.UNKNOWN, Position.BEYOND) and run is not None and run.active and \
+            await _known(log, chat.id, cursor, wait=True):
+        where = Position.KNOWN  # the live run's events reached the log (see `_ATTACH_WAIT`)
     if where is Position.EXPIRED:
         raise expired
     if where is Position.KNOWN:
         if await log.read_after(chat.id, cursor, limit=1) or active is not None:
             return cursor
         return None
-    run = await store.run_by_number(chat.id, cursor.run)
     if run is None or (where is Position.BEYOND and not run.active):
         raise ApiError(400, "invalid_cursor", f"This chat has no event {cursor}; use an id it sent.")
     if where is Position.BEYOND or run.active or run.event_count is None or cursor.index < run.event_count:
@@ -250,6 +301,10 @@ async def _stream_start(server: ServerState, chat: Chat, cursor: Cursor | None) 
     # The follower saw the whole run: it goes on with the next run, if there is one to follow.
     later = await log.runs_after(chat.id, cursor.run)
     if later:
+        next_run = await store.run_by_number(chat.id, later[0])
+        if next_run is None:
+            raise expired
+        await log.expect_run(chat.id, next_run.run_number, next_run.id)
         next_start = Cursor(later[0], 0)
         if await log.position(chat.id, next_start) is not Position.KNOWN:
             raise expired
@@ -275,6 +330,7 @@ async def decide(request: Request) -> Response:
     body = await read_body(request, DecisionsIn, server.limits.max_body_bytes)
     decisions = [Decision(approval_id=d.approval_id, approved=d.approved, reason=d.reason) for d in body.decisions]
     handle = await server.manager.decide(user, chat, decisions)
+    await server.log.expect_run(chat.id, handle.run.run_number, handle.run.id)
     return _follow_response(server, chat, Cursor(handle.run.run_number, 0), run_id=handle.run.id)
 
 

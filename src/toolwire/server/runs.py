@@ -337,7 +337,11 @@ class RunManager:
         return run
 
     async def delete_chat(self, user: User, chat: Chat) -> None:
-        """Cancel the chat's run (waiting for it to record its end), then delete the chat."""
+        """Cancel the chat's run (waiting for it to record its end), then delete the chat.
+
+        The log goes first, on every replica (`EventLog.discard`): once the rows are gone the id may be used
+        again, and nothing of this chat may be served under it. Should the log not answer, nothing is deleted.
+        """
         active = await self.store.active_run(chat.id)
         if active is not None:
             await self.signals.cancel(active.id, "cancel")
@@ -348,5 +352,5 @@ class RunManager:
                 else:  # running on another replica: it records its end there
                     while (await self.store.active_run(chat.id)) is not None:  # noqa: ASYNC110 - another process
                         await anyio.sleep(0.05)
-        await self.store.delete_chat(user.id, chat.id)
         await self.log.discard(chat.id)
+        await self.store.delete_chat(user.id, chat.id)

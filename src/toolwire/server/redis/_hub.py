@@ -21,12 +21,21 @@ Nothing here opens a connection per follower, per chat or per run: `CLIENT LIST`
 Whatever reads through the reader is a `StreamSource`: it says which streams it follows and from which
 entry id, and gets the entries the read returns. redis-py's asyncio client ties this package to the
 asyncio event loop (the server runs on it anyway).
+
+Redis losing its data. A Redis restarted without persistence (or flushed) comes back empty while runs
+go on. Each process keeps a key of its own (`<prefix>:alive:<process>`, which nothing else writes or
+deletes); when it is missing, Redis lost what it held. The hub looks after every failed read (so at
+once when Redis is back) and every few seconds, and on demand (`check_lost`, which the event log's
+writer asks when a stream it writes to is gone). Then every source hears `lost()` (the event log
+writes again the events of the runs this process ran) and `epoch` counts one more loss.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -39,6 +48,15 @@ from ...store import new_id
 __all__ = ["RawEntry", "RedisHub", "RedisUnavailable", "StreamSource"]
 
 logger = logging.getLogger("toolwire.server")
+
+_ALIVE_TTL = 7 * 86_400
+"""Seconds this process's own key lives without a check (it is renewed at every check)."""
+
+_ALIVE_CHECK_SECONDS = 5.0
+"""How often the reader checks that Redis still holds this process's key."""
+
+_READ_PAUSE_MAX = 0.5
+"""Longest pause between two failed reads (Redis away): how late followers here learn that it is back."""
 
 RawEntry = tuple[bytes, dict[bytes, bytes]]
 """A stream entry as redis-py returns it: its id and its fields."""
@@ -65,6 +83,10 @@ class StreamSource(Protocol):
 
     def caught_up(self, keys: Sequence[bytes]) -> None:
         """A read over these streams returned: everything written to them before it was delivered."""
+        ...
+
+    def lost(self) -> None:
+        """Redis lost its data (it restarted empty, or was flushed): streams and ids start over."""
         ...
 
 
@@ -105,6 +127,11 @@ class RedisHub:
         self._owners: dict[bytes, StreamSource] = {}
         self._wake_key = f"{prefix}:wake:{self.process_id}".encode()
         self._wake_last = b"0-0"
+        self._alive_key = f"{prefix}:alive:{self.process_id}"
+        self._alive_checked = 0.0
+        self._loss_lock = asyncio.Lock()
+        self.epoch = 0
+        """How many times this process found that Redis had lost its data."""
         self._started = False
         self._closed = False
         self.reads = 0
@@ -144,6 +171,8 @@ class RedisHub:
             await self._close_clients()
             raise RedisUnavailable(f"Cannot reach Redis at {_redacted(self.url)} ({exc or type(exc).__name__}); "
                                    "start it, or correct the Redis URL (--redis).") from None
+        await self.client.set(self._alive_key, b"1", ex=_ALIVE_TTL)
+        self._alive_checked = time.monotonic()
         self._started = True
         for source in self._sources:
             await source.opened(self)
@@ -159,7 +188,27 @@ class RedisHub:
         if self._closed or not self._started:
             return
         self._closed = True
+        with anyio.move_on_after(2), contextlib.suppress(Exception):
+            await self.client.delete(self._alive_key)
         await self._close_clients()
+
+    async def check_lost(self) -> bool:
+        """Whether Redis lost its data since this process last looked (then every source has heard `lost()`).
+
+        Raises the Redis error when Redis cannot be reached.
+        """
+        async with self._loss_lock:
+            self._alive_checked = time.monotonic()
+            if await self.client.set(self._alive_key, b"1", ex=_ALIVE_TTL, xx=True):
+                return False
+            await self.client.set(self._alive_key, b"1", ex=_ALIVE_TTL)
+            self.epoch += 1
+            logger.warning("Redis lost its data (it restarted empty or was flushed); the events of the runs this "
+                           "process ran are written to it again")
+            self._wake_last = b"0-0"
+            for source in self._sources:
+                source.lost()
+            return True
 
     async def _close_clients(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -211,7 +260,15 @@ class RedisHub:
     async def _read_loop(self) -> None:
         pause = 0.05
         block_ms = int(self.block_seconds * 1000)
+        suspect = False
         while True:
+            if suspect or time.monotonic() - self._alive_checked > _ALIVE_CHECK_SECONDS:
+                try:
+                    await self.check_lost()
+                except Exception as exc:  # still away: the read below fails too, and waits
+                    logger.debug("Checking Redis failed (%s)", exc)
+                else:
+                    suspect = False
             streams: dict[bytes, bytes] = {self._wake_key: self._wake_last}
             owners: dict[bytes, StreamSource] = {}
             for source in self._sources:
@@ -225,8 +282,9 @@ class RedisHub:
                                                            *keys, *streams.values())
             except Exception as exc:  # Redis away for a moment: the connection is made again on the next read
                 logger.warning("Reading from Redis failed (%s); trying again in %.1f s", exc, pause)
+                suspect = True
                 await anyio.sleep(pause)
-                pause = min(2.0, pause * 2)
+                pause = min(_READ_PAUSE_MAX, pause * 2)
                 continue
             pause = 0.05
             self.reads += 1

@@ -45,10 +45,14 @@ _FOLLOW_LINGER = 10.0
 """Seconds a chat stays in the reader's set after its last follower here stopped waiting."""
 
 _MAX_PENDING = 50_000
-"""Appends queued for Redis at most; beyond, appending waits."""
+"""Appends queued for Redis at most. While Redis is away the queue keeps every event (nothing is dropped);
+once it is full, appending waits: the runs pause until Redis answers again."""
 
-_WRITE_PATIENCE = 15.0
-"""Seconds a batch of events is retried while Redis is away, before it is dropped (with an error logged)."""
+_WRITE_PAUSE_MAX = 0.5
+"""Longest pause between two tries of a write while Redis is away (how late the events follow it back)."""
+
+_FENCE_SECONDS = 3600.0
+"""How long a deleted chat's runs are kept from writing to the stream of a chat that reuses its id."""
 
 _TYPES: dict[bytes, str] = {}
 
@@ -63,6 +67,41 @@ class _Interest:
     touched: float = 0.0
     live: bool = False
     """The reader has read this chat's stream since it was added: the copy is current."""
+
+
+class _StreamGone(CursorExpired):
+    """Redis holds nothing of the chat (expired, deleted, or lost with Redis's data)."""
+
+
+class _Deletions:
+    """The stream of deleted chats (`<prefix>:deleted`) that every replica's reader follows: each replica
+    forgets its copy of a deleted chat the moment it reads the entry. Kept to the last thousand deletions."""
+
+    def __init__(self, log: RedisEventLog, key: bytes) -> None:
+        self.log = log
+        self.key = key
+        self._last = b"0-0"
+
+    async def opened(self, hub: RedisHub) -> None:
+        newest = await hub.client.execute_command("XREVRANGE", self.key, "+", "-", "COUNT", 1)
+        if newest:
+            self._last = newest[0][0]  # deletions from before this process started concern no copy of it
+
+    def streams(self) -> dict[bytes, bytes]:
+        return {self.key: self._last}
+
+    async def deliver(self, key: bytes, entries: list[RawEntry]) -> None:
+        self._last = entries[-1][0]
+        for _id, fields in entries:
+            chat_id = fields.get(b"chat")
+            if chat_id is not None:
+                self.log.deleted_elsewhere(chat_id.decode())
+
+    def caught_up(self, keys: Sequence[bytes]) -> None:
+        return None
+
+    def lost(self) -> None:
+        self._last = b"0-0"
 
 
 def _entry(raw_id: bytes, fields: dict[bytes, bytes]) -> LogEntry:
@@ -117,6 +156,14 @@ class RedisEventLog:
         self._prefix_bytes = self._prefix.encode()
         self._interest: dict[str, _Interest] = {}
         self._writing: set[str] = set()
+        self._owned: dict[str, float] = {}
+        """Chats this process wrote events of (monotonic time of the last write): what it writes again when
+        Redis lost its data."""
+        self._deleted: dict[str, tuple[float, set[int]]] = {}
+        """Chats deleted lately (when, and the runs started since under the same id): see `_fenced`."""
+        self._rewrite_wanted = False
+        self._deletions = _Deletions(self, hub.key("deleted").encode())
+        hub.add_source(self._deletions)
         self._pending: list[_Pending] = []
         self._flush = asyncio.Event()
         self.redis_reads = 0
@@ -155,7 +202,11 @@ class RedisEventLog:
         """
         if not entries:
             return
-        # Redis away or slow: the runs wait rather than grow memory.
+        if chat_id in self._deleted:
+            entries = self._fenced(chat_id, entries)
+            if not entries:
+                return
+        # Redis away or slow: the runs wait rather than grow memory (see `_MAX_PENDING`).
         while len(self._pending) >= _MAX_PENDING:  # noqa: ASYNC110 - drained by the writer task
             await anyio.sleep(0.05)
         done: asyncio.Future[None] | None = None
@@ -165,6 +216,19 @@ class RedisEventLog:
         self._flush.set()
         if done is not None:
             await done
+
+    def _fenced(self, chat_id: str, entries: Sequence[LogEntry]) -> list[LogEntry]:
+        """The entries of a deleted chat that belong to runs started after its deletion (its id used again)."""
+        _since, started = self._deleted[chat_id]
+        kept = []
+        for entry in entries:
+            if entry.type == "run_started" and entry.cursor.index == 1:
+                started.add(entry.cursor.run)
+            if entry.cursor.run in started:
+                kept.append(entry)
+        if len(kept) < len(entries):
+            logger.info("Dropped %d event(s) of a run of deleted chat %s", len(entries) - len(kept), chat_id)
+        return kept
 
     async def flush(self) -> None:
         """Wait until every entry appended so far is in Redis."""
@@ -179,86 +243,198 @@ class RedisEventLog:
         while True:
             await self._flush.wait()
             self._flush.clear()
+            if self._rewrite_wanted:
+                await self._flush_batch([])
             while self._pending:
                 batch, self._pending = self._pending, []
                 await self._flush_batch(batch)
 
     async def _flush_batch(self, batch: list[_Pending]) -> None:
+        """Write the batch, trying again for as long as Redis is away (the queue behind it is bounded)."""
+        groups = [(chat_id, entries) for chat_id, entries, _ in batch if entries]
+        replies: list[Any] = []
+        retry: list[tuple[str, list[LogEntry]]] | None = None
         delay = 0.05
-        deadline = time.monotonic() + _WRITE_PATIENCE
+        failing_since: float | None = None
         while True:
             try:
-                results = await self._write(batch)
+                if self._rewrite_wanted:
+                    await self._rewrite_owned()
+                epoch = self.hub.epoch
+                if retry is None:
+                    replies = await self._write(groups)
+                else:
+                    replies = self._merge(replies, await self._write(retry))
+                # No reply: the stream is gone. Redis lost its data (write again what this process holds,
+                # then these), or the chat was deleted (they are dropped below). The check first: the reader
+                # may be finding the same loss at this moment.
+                if None in replies and (await self.hub.check_lost() or self.hub.epoch != epoch):
+                    retry = self._missing(groups, replies)
+                    continue
                 break
             except Exception as exc:
-                if time.monotonic() + delay > deadline:
-                    logger.error("Writing %d event(s) to Redis failed for %.0f s (%s); they are dropped",
-                                 sum(len(e) for _, e, _ in batch), _WRITE_PATIENCE, exc)
-                    for _, _, done in batch:
-                        if done is not None and not done.done():
-                            done.set_exception(exc)
-                    return
-                logger.warning("Writing events to Redis failed (%s); trying again in %.2f s", exc, delay)
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    logger.warning("Writing events to Redis failed (%s); they are kept and written once it answers",
+                                   exc)
                 await anyio.sleep(delay)
-                delay = min(1.0, delay * 2)
+                delay = min(_WRITE_PAUSE_MAX, delay * 2)
+        if failing_since is not None:
+            logger.warning("Redis answers again: %d event(s) written after %.1f s", len(replies),
+                           time.monotonic() - failing_since)
         position = 0
         for chat_id, entries, done in batch:
-            if not entries:  # a flush() waiting for what came before it
-                if done is not None and not done.done():
-                    done.set_result(None)
-                continue
             written = []
             for entry in entries:
-                outcome = results[position]
+                reply = replies[position]
                 position += 1
-                if isinstance(outcome, Exception):
+                if reply is None:
+                    self._fence(chat_id)  # deleted while its run was writing: nothing recreates its stream
+                elif isinstance(reply, Exception):
                     logger.warning("Redis refused event %s of chat %s (%s); it is dropped", entry.cursor, chat_id,
-                                   outcome)
+                                   reply)
                 else:
                     written.append(entry)
-            if entries[-1].type in ("run_started", "run_finished"):
-                position += 1  # the EXPIRE
-            if entries[-1].type == "run_finished":
+            if entries and entries[-1].type == "run_finished":
                 self._writing.discard(chat_id)
                 if chat_id in self._interest:
                     self.hub.wake_soon()  # followers here now read what other replicas write
-            else:
+            elif written:
                 self._writing.add(chat_id)
             if written:
+                self._owned[chat_id] = time.monotonic()
                 await self._copy(chat_id, written)
             if done is not None and not done.done():
                 done.set_result(None)
 
-    async def _write(self, batch: list[_Pending]) -> list[Any]:
+    @staticmethod
+    def _missing(groups: list[tuple[str, list[LogEntry]]], replies: list[Any]) -> list[tuple[str, list[LogEntry]]]:
+        """The entries that got no reply, grouped as they were."""
+        missing = []
+        position = 0
+        for chat_id, entries in groups:
+            again = [entry for number, entry in enumerate(entries) if replies[position + number] is None]
+            position += len(entries)
+            if again:
+                missing.append((chat_id, again))
+        return missing
+
+    @staticmethod
+    def _merge(replies: list[Any], again: list[Any]) -> list[Any]:
+        """`replies` with the replies to the entries written again (those that had none) put in their place."""
+        taken = iter(again)
+        return [next(taken) if reply is None else reply for reply in replies]
+
+    async def _write(self, groups: list[tuple[str, list[LogEntry]]]) -> list[Any]:
+        """XADD each entry (with its cursor as the id); the replies to the XADDs, in order.
+
+        Only a run's first event may create its stream: every other one is written with NOMKSTREAM, so that
+        a stream that is gone (Redis lost it, or the chat was deleted) is never started again half-way.
+        """
+        if not groups:
+            return []
         pipe = self.hub.writer.pipeline(transaction=False)
-        for chat_id, entries, _ in batch:
-            if not entries:
-                continue
+        command = pipe.execute_command
+        maxlen = self.max_events_per_chat
+        expires: list[int] = []
+        count = 0
+        for chat_id, entries in groups:
             key = self.key(chat_id)
             for entry in entries:
-                pipe.execute_command("XADD", key, "MAXLEN", "~", self.max_events_per_chat, str(entry.cursor),
-                                     "t", entry.type, "d", entry.data)
+                if entry.type == "run_started" and entry.cursor.index == 1:
+                    command("XADD", key, "MAXLEN", "~", maxlen, str(entry.cursor), "t", entry.type, "d", entry.data)
+                else:
+                    command("XADD", key, "NOMKSTREAM", "MAXLEN", "~", maxlen, str(entry.cursor), "t", entry.type,
+                            "d", entry.data)
+            count += len(entries)
             last = entries[-1].type
-            if last == "run_finished":
-                pipe.execute_command("EXPIRE", key, max(1, int(self.retention_seconds)))
-            elif last == "run_started":
-                pipe.execute_command("EXPIRE", key, max(1, int(self.live_ttl_seconds)))
+            if last in ("run_started", "run_finished"):
+                ttl = self.retention_seconds if last == "run_finished" else self.live_ttl_seconds
+                command("EXPIRE", key, max(1, int(ttl)))
+                expires.append(count + len(expires))
         self.redis_writes += 1
         results: list[Any] = await pipe.execute(raise_on_error=False)
+        for position in reversed(expires):
+            del results[position]
         return results
+
+    def lost(self) -> None:
+        """Redis lost its data: the writer writes again what this process wrote; followers read Redis again."""
+        self._rewrite_wanted = True
+        self._flush.set()
+        for interest in self._interest.values():
+            interest.live = False
+        self.hub.wake_soon()
+
+    async def _rewrite_owned(self) -> None:
+        """Write again, with their own ids, the events this process holds of the chats it wrote to lately (the
+        runs it runs, and those that ended here within the copy's retention): the followers on every replica
+        then resume with the cursors they had. Ids Redis already holds are refused, harmlessly."""
+        self._rewrite_wanted = False
+        chats = [chat_id for chat_id in self._owned if chat_id not in self._deleted and self.copy.holds(chat_id)]
+        count = 0
+        try:
+            for chat_id in chats:
+                entries = self.copy.entries(chat_id)
+                if not entries:
+                    continue
+                key = self.key(chat_id)
+                for start in range(0, len(entries), 1000):
+                    pipe = self.hub.writer.pipeline(transaction=False)
+                    for entry in entries[start:start + 1000]:
+                        pipe.execute_command("XADD", key, "MAXLEN", "~", self.max_events_per_chat,
+                                             str(entry.cursor), "t", entry.type, "d", entry.data)
+                    await pipe.execute(raise_on_error=False)
+                ttl = self.live_ttl_seconds if chat_id in self._writing else self.retention_seconds
+                await self.hub.writer.expire(key, max(1, int(ttl)))
+                count += len(entries)
+        except Exception:
+            self._rewrite_wanted = True
+            raise
+        logger.warning("Wrote %d event(s) of %d chat(s) to Redis again, after it lost its data", count, len(chats))
 
     async def _copy(self, chat_id: str, entries: list[LogEntry]) -> None:
         """Add entries read or written to this process's copy, keeping it a gapless slice of the stream."""
         held = self.copy.tail(chat_id)
         tail, tail_type = held if held is not None else (None, None)
         if tail is not None:
-            entries = [e for e in entries if e.cursor > tail]
-            if not entries:
-                return
+            first = entries[0]
+            if first.type == "run_started" and first.cursor <= tail:
+                # A run starting before the copy's end (only this process's own appends can, and a run's
+                # start is its first): the chat was deleted and its id used again.
+                self.copy.forget(chat_id)
+                tail, tail_type = None, None
+            else:
+                entries = [e for e in entries if e.cursor > tail]
+                if not entries:
+                    return
         if tail is None or not _follows(tail, tail_type, entries[0].cursor):
             # Not held, or something in between is missing here: the copy starts over from these entries.
             self.copy.seed(chat_id, _before(entries[0].cursor))
         await self.copy.append(chat_id, entries)
+
+    # -- deleted chats -------------------------------------------------------------------------
+
+    def _fence(self, chat_id: str) -> None:
+        """Forget the chat here, and drop whatever a run of it still writes (see `_fenced`)."""
+        if chat_id not in self._deleted:
+            self._deleted[chat_id] = (time.monotonic(), set())
+        self._writing.discard(chat_id)
+        self._owned.pop(chat_id, None)
+        self._forget(chat_id)
+
+    def _forget(self, chat_id: str) -> None:
+        """Drop the copy (its followers here wake up and read again, from Redis if need be)."""
+        self.copy.forget(chat_id)
+        interest = self._interest.get(chat_id)
+        if interest is not None:
+            interest.live = False
+
+    def deleted_elsewhere(self, chat_id: str) -> None:
+        """A replica deleted the chat (read from the deletions stream): the copy goes. A run of it that this
+        process still runs finds its stream gone at its next write and is fenced then (see `_flush_batch`);
+        a run of a new chat under the same id, started meanwhile, goes on."""
+        self._forget(chat_id)
 
     # -- the reader's side (StreamSource) ---------------------------------------------------
 
@@ -300,6 +476,16 @@ class RedisEventLog:
             found = await self.copy.read_after(chat_id, after, limit)
             if found or self._copy_current(chat_id):
                 return found
+            try:
+                return await self._read_redis(chat_id, after, limit)
+            except _StreamGone:
+                return found  # Redis lost the stream: the run's replica writes it again (see `lost`)
+            except CursorExpired:
+                raise
+            except Exception as exc:
+                # Redis away: the follower waits on the copy, which the reader fills once Redis answers again.
+                logger.debug("Reading chat %s from Redis failed (%s); following the copy", chat_id, exc)
+                return found
         return await self._read_redis(chat_id, after, limit)
 
     async def _read_redis(self, chat_id: str, after: Cursor, limit: int) -> list[LogEntry]:
@@ -313,7 +499,7 @@ class RedisEventLog:
         if not first:
             if after.index == 0:
                 return []  # nothing published yet (a run about to start)
-            raise CursorExpired(f"Nothing of chat {chat_id} is kept.")
+            raise _StreamGone(f"Nothing of chat {chat_id} is kept.")
         if _cursor(first[0][0]) > Cursor(after.run, after.index + 1):
             raise CursorExpired(f"The events after {after} were dropped.")
         raw: list[RawEntry] = []
@@ -332,7 +518,10 @@ class RedisEventLog:
                 self.copy.seed(chat_id, after)  # the follower read everything up to `after` a moment ago
                 interest.live = False
                 if chat_id not in self._writing:
-                    await self.hub.wake()
+                    try:
+                        await self.hub.wake()
+                    except Exception as exc:  # Redis away: the reader takes the chat in when it reads again
+                        logger.debug("Waking the Redis reader failed (%s)", exc)
             return await self.copy.wait(chat_id, after, timeout)
         finally:
             interest.waiters -= 1
@@ -374,12 +563,29 @@ class RedisEventLog:
         return later
 
     async def discard(self, chat_id: str) -> None:
-        await self.hub.client.delete(self.key(chat_id))
-        self.copy.forget(chat_id)
-        self._writing.discard(chat_id)
+        """Delete the chat's stream and tell every replica to forget its copy (raises if Redis is away, before
+        anything is deleted: the caller deletes the chat's rows only after this)."""
+        pipe = self.hub.client.pipeline(transaction=False)
+        pipe.execute_command("XADD", self._deletions.key, "MAXLEN", "~", 1000, "*", "chat", chat_id)
+        pipe.execute_command("DEL", self.key(chat_id))
+        await pipe.execute()
+        self._fence(chat_id)
+
+    async def expect_run(self, chat_id: str, run: int, run_id: str) -> None:
+        held = self.copy.run_id(chat_id, run)
+        if held is not None and held != run_id:
+            logger.info("Forgot this process's copy of chat %s: it held a deleted chat's run %d", chat_id, run)
+            self._forget(chat_id)
 
     def sweep(self) -> None:
         self.copy.sweep()
+        now = time.monotonic()
+        for chat_id, since in list(self._owned.items()):
+            if chat_id not in self._writing and now - since > self.copy.retention_seconds:
+                del self._owned[chat_id]
+        for chat_id, (since, _started) in list(self._deleted.items()):
+            if now - since > _FENCE_SECONDS:
+                del self._deleted[chat_id]
 
     async def ttl(self, chat_id: str) -> float | None:
         """Seconds until the chat's stream expires (`None`: no stream, or no expiry)."""

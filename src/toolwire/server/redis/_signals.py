@@ -71,3 +71,6 @@ class RedisSignals:
 
     def caught_up(self, keys: Sequence[bytes]) -> None:
         return None
+
+    def lost(self) -> None:
+        self._last = b"0-0"  # the stream starts over: every signal in it is new
