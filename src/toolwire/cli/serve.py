@@ -102,7 +102,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-message-chars", type=int, default=32_000, help="longest message text")
     p.add_argument("--max-tool-result-bytes", type=int, default=65_536, help="largest tool result kept and streamed")
     p.add_argument("--redact", action="append", default=[], metavar="SECRET",
-                   help="a secret to replace by [REDACTED] in tool results (repeatable; the API key always is)")
+                   help="a secret to replace by [REDACTED] in tool results (repeatable; the API key always is); "
+                        "values shorter than 8 characters are not secrets and are left alone")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API from its pages, e.g. http://localhost:3000 "
                         "(repeatable; '*' for any)")

@@ -6,8 +6,8 @@
   Tool calls are counted as they start and a run is refused while the user's tool-call budget is
   spent; a run already going is never stopped halfway by a rate limit. `MemoryRateLimiter` counts in
   this process; a shared one (Redis) implements the same two calls.
-- `ResultPolicy`: tool results are data. Each is made plain JSON, configured secrets are replaced by
-  `[REDACTED]` in every string inside it, and one larger than the cap is replaced by a visible marker
+- `ResultPolicy`: tool results are data. Each is made plain JSON, configured secrets (of at least
+  `MIN_SECRET_CHARS` characters) are replaced by `[REDACTED]` in every string inside it, and one larger than the cap is replaced by a visible marker
   with a preview, before it is stored or streamed.
 """
 
@@ -101,13 +101,18 @@ class MemoryRateLimiter:
         self._buckets[(user_id, kind)] = (max(floor, level - amount), time.monotonic())
 
 
+MIN_SECRET_CHARS = 8
+"""Shorter values are not redacted: a one-letter "key" would turn every such letter of every result into
+`[REDACTED]`, corrupting results while hiding nothing a guess would not find."""
+
+
 class ResultPolicy:
     """Makes tool results safe to store and stream: JSON only, secrets redacted, size capped."""
 
     def __init__(self, *, max_bytes: int, secrets: Iterable[str] = ()) -> None:
         self.max_bytes = max_bytes
         # Longest first, so a secret containing another is replaced whole.
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self.secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
 
     def _redact(self, value: Any) -> Any:
         if isinstance(value, str):
