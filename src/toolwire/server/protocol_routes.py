@@ -6,12 +6,13 @@ answer by following the chat's one event log through the protocol's encoder (`en
 `encode/agui.py`). There is no second agent loop and no second persistence path: a run started here
 is stored, resumable and visible through every route alike.
 
-Chat ids. These protocols let the client choose the chat id (`useChat`'s `id`, AG-UI's `threadId`).
-An id this user has not used is created on the user's first message under it (letters, digits and
-`_ - . :`, up to 128 characters); an id that belongs to another user is 404, exactly as on the native
-routes. Reads of an id the user has not used (history, resume) answer an empty chat, which is also
-what another user's id answers, so nothing tells the two apart. A chat made through the native API
-(`chat_...`) works here too.
+Chat ids. These protocols let the client choose the chat id (`useChat`'s `id`, AG-UI's `threadId`:
+letters, digits and `_ - . :`, up to 128 characters). A client's id is the user's own: the server's chat
+for it is `scoped_chat_id(user, id)`, created on the user's first message under it, so two users using
+the same id each have their own chat, and no answer depends on whether anyone else uses the id. Reads
+of an id the user has not used (history, resume) answer an empty chat; approval responses for it and
+stopping it answer 404, creating nothing. A chat made through the native API (`chat_...`) works here
+too, and the native routes take a client's id for the chat it names (`X-Chat-Id` says the server's id).
 
 History. The chat's history is the server's: of the messages a client sends, only the last one is read
 (a new user message, or the assistant message carrying approval responses); the rest of the body is
@@ -35,7 +36,7 @@ from .encode.agui import AguiEncoder
 from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_parts
 from .errors import ApiError
 from .eventlog import Cursor, Position
-from .routes import ServerState, _caller, _json, _title_from
+from .routes import ServerState, _caller, _json, _title_from, scoped_chat_id
 from .schemas import read_body
 from .sse import Encoder, EventStreamResponse, follow
 
@@ -53,24 +54,37 @@ def _valid_chat_id(chat_id: str) -> bool:
 
 
 async def _find_chat(server: ServerState, user: User, chat_id: str) -> Chat | None:
-    return await server.store.get_chat(user.id, chat_id) if _valid_chat_id(chat_id) else None
+    """The caller's chat for a client's id (or for one of the user's own server ids), if there is one."""
+    if not _valid_chat_id(chat_id):
+        return None
+    return (await server.store.get_chat(user.id, scoped_chat_id(user.id, chat_id))
+            or await server.store.get_chat(user.id, chat_id))
 
 
 async def _chat_for_message(server: ServerState, user: User, chat_id: str) -> Chat:
-    """The caller's chat with this id, created now if nobody has used the id (see the module docstring)."""
+    """The caller's chat for a client's id, created now if the user has none (see the module docstring)."""
     if not _valid_chat_id(chat_id):
         raise ApiError(422, "invalid_request", "A chat id is 1 to 128 letters, digits, '_', '-', '.' or ':' (and "
                                                "not '.' or '..'); send an id such as the ones useChat generates.")
-    chat = await server.store.get_chat(user.id, chat_id)
+    chat = await _find_chat(server, user, chat_id)
     if chat is not None:
         return chat
+    scoped = scoped_chat_id(user.id, chat_id)
     try:
-        return await server.store.create_chat(user.id, "", chat_id=chat_id)
+        return await server.store.create_chat(user.id, "", chat_id=scoped)
     except ChatIdTaken:
-        chat = await server.store.get_chat(user.id, chat_id)  # a concurrent first message of the same user
+        chat = await server.store.get_chat(user.id, scoped)  # a concurrent first message of the same user
         if chat is None:
-            raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.") from None
+            raise ApiError(409, "chat_exists", "This chat id cannot be used; choose another.") from None
         return chat
+
+
+async def _paused_chat(server: ServerState, user: User, chat_id: str) -> Chat:
+    """The caller's chat that approval responses answer: never created by them (404 when there is none)."""
+    chat = await _find_chat(server, user, chat_id)
+    if chat is None:
+        raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
+    return chat
 
 
 async def _turn(store: Store, chat_id: str, run: Run) -> list[Run]:
@@ -87,7 +101,8 @@ async def _turn(store: Store, chat_id: str, run: Run) -> list[Run]:
 def _stream(server: ServerState, chat: Chat, run: Run, encoder: Encoder,
             headers: dict[str, str] | None = None) -> Response:
     frames = follow(server.log, chat.id, Cursor(run.run_number, 0), encoder, heartbeat=server.heartbeat)
-    return EventStreamResponse(frames, media_type=encoder.media_type, headers={"X-Run-Id": run.id, **(headers or {})})
+    return EventStreamResponse(frames, media_type=encoder.media_type,
+                               headers={"X-Run-Id": run.id, "X-Chat-Id": chat.id, **(headers or {})})
 
 
 def _invalid(what: str, exc: ValidationError) -> ApiError:
@@ -188,7 +203,7 @@ async def vercel_chat(request: Request) -> Response:
             raise ApiError(422, "invalid_request", "The last message is the assistant's and answers no approval; "
                                                    "send a user message, or approval responses (addToolApproval"
                                                    "Response) for every pending approval.")
-        chat = await _chat_for_message(server, user, body.id)
+        chat = await _paused_chat(server, user, body.id)
         handle = await server.manager.decide(user, chat, decisions)
         turn = await _turn(server.store, chat.id, handle.run)
         return _stream(server, chat, handle.run, VercelEncoder(message_id=turn[-1].id), VERCEL_HEADERS)
@@ -324,7 +339,7 @@ async def agui_run(request: Request) -> Response:
     agent_input = await read_body(request, RunAgentInput, server.limits.max_body_bytes * _HISTORY_FACTOR)
     if agent_input.resume:
         decisions = _resume_decisions(agent_input)
-        chat = await _chat_for_message(server, user, agent_input.thread_id)
+        chat = await _paused_chat(server, user, agent_input.thread_id)
         run = (await server.manager.decide(user, chat, decisions)).run
     else:
         last = agent_input.messages[-1] if agent_input.messages else None
@@ -338,4 +353,4 @@ async def agui_run(request: Request) -> Response:
         _no_nul(last.id)
         chat = await _chat_for_message(server, user, agent_input.thread_id)
         run = await _start(server, user, chat, text, last.id)
-    return _stream(server, chat, run, AguiEncoder(thread_id=chat.id, run_id=agent_input.run_id))
+    return _stream(server, chat, run, AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))

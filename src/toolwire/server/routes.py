@@ -7,6 +7,8 @@ run agent code: they store, ask the run manager, and follow the chat's event log
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from .runs import RunManager
 from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
 from .sse import EventStreamResponse, follow
 
-__all__ = ["ServerState"]
+__all__ = ["ServerState", "scoped_chat_id"]
 
 _MAX_ID = 200
 
@@ -69,11 +71,24 @@ async def _caller(request: Request, *, query: tuple[str, ...] | None = ()) -> tu
     return server, user
 
 
+def scoped_chat_id(user_id: str, client_id: str) -> str:
+    """The server's id of the chat a client names `client_id` (the protocol routes let clients choose ids).
+
+    Derived from the user and the client's id, so that each user has their own chat under any client id:
+    two users using the same id never meet, and no id can be taken from another user or tell whether
+    another user uses it. Every lookup is by (user, id) anyway; the hash only keeps ids apart.
+    """
+    digest = hashlib.sha256(f"{user_id}\x00{client_id}".encode()).digest()
+    return "chat_" + base64.urlsafe_b64encode(digest[:18]).decode()
+
+
 async def _chat(request: Request, server: ServerState, user: User) -> Chat:
     chat_id = request.path_params["chat_id"]
     chat = None
     if len(chat_id) <= _MAX_ID and "\x00" not in chat_id:
         chat = await server.store.get_chat(user.id, chat_id)
+        if chat is None:  # a chat made through the protocol routes, named by the client's id
+            chat = await server.store.get_chat(user.id, scoped_chat_id(user.id, chat_id))
     if chat is None:
         raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
     return chat
