@@ -16,13 +16,16 @@ too, and the native routes take a client's id for the chat it names (`X-Chat-Id`
 
 History. The chat's history is the server's: of the messages a client sends, only the last one is read
 (a new user message, or the assistant message carrying approval responses); the rest of the body is
-not trusted or used, which is why a client may send only the last message.
+not trusted or used, which is why a client may send only the last message. Bodies may be up to
+`Limits.max_history_bytes` and are read without building the history (`history_bodies`); the last
+message may be up to `max_body_bytes`, as any other route's body.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import orjson
 from ag_ui.core import RunAgentInput
@@ -36,16 +39,14 @@ from .encode.agui import AguiEncoder
 from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_parts
 from .errors import ApiError
 from .eventlog import Cursor, Position
+from .history_bodies import HistoryBodyError, read_agui, read_vercel
 from .routes import ServerState, _caller, _json, _title_from, scoped_chat_id
-from .schemas import read_body
+from .schemas import parse_body, read_bytes
 from .sse import Encoder, EventStreamResponse, follow
 
 __all__ = ["agui_run", "ui_history", "vercel_chat", "vercel_history", "vercel_stop", "vercel_stream"]
 
 _CLIENT_CHAT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-_HISTORY_FACTOR = 16
-"""These protocols send the client's whole history with each message (the server reads only the last
-one), so their bodies may be this many times `max_body_bytes`."""
 _MAX_CHAIN = 1000
 
 
@@ -85,6 +86,26 @@ async def _paused_chat(server: ServerState, user: User, chat_id: str) -> Chat:
     if chat is None:
         raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
     return chat
+
+
+_Body = TypeVar("_Body", bound=BaseModel)
+
+
+async def _history_body(request: Request, server: ServerState, model: type[_Body],
+                        reader: Callable[[bytes], Awaitable[bytes]]) -> _Body:
+    """The parts of a protocol body the route reads (see `history_bodies`), as `model`."""
+    body = await read_bytes(request, server.limits.max_history_bytes)
+    if not body.strip():
+        raise ApiError(400, "invalid_json", "The request needs a JSON object as its body.")
+    try:
+        wanted = await reader(body)
+    except HistoryBodyError as exc:
+        raise ApiError(400 if exc.code == "invalid_json" else 422, exc.code, exc.message) from None
+    del body
+    if len(wanted) > server.limits.max_body_bytes:
+        raise ApiError(413, "body_too_large", f"The last message is larger than this server accepts "
+                                              f"({server.limits.max_body_bytes:,} bytes); send less.")
+    return parse_body(wanted, model)
 
 
 async def _turn(store: Store, chat_id: str, run: Run) -> list[Run]:
@@ -187,7 +208,7 @@ def _approval_responses(message: _UIMessage) -> list[Decision]:
 async def vercel_chat(request: Request) -> Response:
     """`POST /api/chat`: a user message starts a run; an assistant message with approval responses resumes one."""
     server, user = await _caller(request, query=None)  # other protocols' clients: lenient
-    body = await read_body(request, _ChatRequest, server.limits.max_body_bytes * _HISTORY_FACTOR)
+    body = await _history_body(request, server, _ChatRequest, read_vercel)
     raw = body.message if body.message is not None else (body.messages[-1] if body.messages else None)
     if raw is None:
         raise ApiError(422, "invalid_request", "The request has no message: send `messages` (as useChat does) or "
@@ -336,7 +357,7 @@ def _agui_text(content: Any) -> str:
 async def agui_run(request: Request) -> Response:
     """`POST /api/agui`: an AG-UI `RunAgentInput`; answers the run as AG-UI events."""
     server, user = await _caller(request, query=None)  # other protocols' clients: lenient
-    agent_input = await read_body(request, RunAgentInput, server.limits.max_body_bytes * _HISTORY_FACTOR)
+    agent_input = await _history_body(request, server, RunAgentInput, read_agui)
     if agent_input.resume:
         decisions = _resume_decisions(agent_input)
         chat = await _paused_chat(server, user, agent_input.thread_id)

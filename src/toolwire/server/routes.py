@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from .auth import authenticate
 from .encode import NativeEncoder
 from .errors import ApiError
 from .eventlog import Cursor, EventLog, Position
-from .limits import Limits
+from .limits import Limits, UserRequests
 from .runs import RunManager
 from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
 from .sse import EventStreamResponse, follow
@@ -44,6 +44,7 @@ class ServerState:
     heartbeat: float
     openapi: bytes
     web_dir: Path | None
+    user_requests: UserRequests = field(default_factory=lambda: UserRequests(Limits().max_user_requests))
     startup_error: Exception | None = None
     """Why the app's start-up failed (read by `toolwire serve` to say it in one sentence)."""
 
@@ -68,6 +69,18 @@ async def _caller(request: Request, *, query: tuple[str, ...] | None = ()) -> tu
             takes = f"takes only {', '.join(query)}" if query else "takes no query parameters"
             raise ApiError(400, "unknown_parameter", f"Unknown query parameter {unknown[0]!r}: this endpoint "
                                                      f"{takes}.")
+    # Quotas before anything is read or stored: a user's requests at once, then the user's writes per minute.
+    if not server.user_requests.enter(user.id, request.scope):
+        raise ApiError(429, "too_many_requests", f"This user already has {server.user_requests.limit} requests "
+                                                 "(streams included) open on this server; close some, or try again "
+                                                 "in a moment.", headers={"Retry-After": "1"})
+    if request.method not in ("GET", "HEAD"):
+        wait = await server.manager.limiter.acquire(user.id, "writes")
+        if wait is not None:
+            seconds = max(1, int(wait + 0.999))
+            raise ApiError(429, "rate_limited", f"Too many writes (chats created, renamed or deleted, messages, "
+                                                f"decisions, cancellations) for this user right now; try again in "
+                                                f"{seconds} s.", headers={"Retry-After": str(seconds)})
     return server, user
 
 

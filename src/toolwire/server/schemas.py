@@ -16,7 +16,8 @@ from starlette.requests import Request
 from ..messages import Message
 from .errors import ApiError
 
-__all__ = ["ChatCreate", "ChatUpdate", "DecisionIn", "DecisionsIn", "MessageIn", "openapi_document", "read_body"]
+__all__ = ["ChatCreate", "ChatUpdate", "DecisionIn", "DecisionsIn", "MessageIn", "openapi_document", "parse_body",
+           "read_body", "read_bytes"]
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -64,8 +65,8 @@ class DecisionsIn(_Body):
     decisions: list[DecisionIn] = Field(min_length=1, max_length=200)
 
 
-async def read_body(request: Request, model: type[_Model], max_bytes: int) -> _Model:
-    """The request's JSON body as `model`, or a 413 / 400 / 422 `ApiError` with a full sentence."""
+async def read_bytes(request: Request, max_bytes: int) -> bytes:
+    """The request's body, or a 413 `ApiError` as soon as it is known to be larger than `max_bytes`."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise _too_large(max_bytes)
@@ -76,7 +77,16 @@ async def read_body(request: Request, model: type[_Model], max_bytes: int) -> _M
         if size > max_bytes:
             raise _too_large(max_bytes)
         chunks.append(chunk)
-    body = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def read_body(request: Request, model: type[_Model], max_bytes: int) -> _Model:
+    """The request's JSON body as `model`, or a 413 / 400 / 422 `ApiError` with a full sentence."""
+    return parse_body(await read_bytes(request, max_bytes), model)
+
+
+def parse_body(body: bytes, model: type[_Model]) -> _Model:
+    """A JSON body as `model`, or a 400 / 422 `ApiError` with a full sentence."""
     if not body.strip():
         raise ApiError(400, "invalid_json", "The request needs a JSON object as its body.")
     try:
@@ -202,7 +212,10 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
 
     chat_id = {"name": "chat_id", "in": "path", "required": True, "schema": {"type": "string"}}
     auth: list[dict[str, list[str]]] = [{"bearer": []}]
-    common = {"401": _error_response("No valid API token."), "404": _error_response("No such chat (or not yours).")}
+    common = {"401": _error_response("No valid API token."), "404": _error_response("No such chat (or not yours)."),
+              "429": {**_error_response("Too many requests of this user at once, or (for a write) too many writes "
+                                        "per minute; `Retry-After` says when to try again."),
+                      "headers": {"Retry-After": {"schema": {"type": "string"}}}}}
 
     def op(summary: str, responses: dict[str, Any], *, body: str | None = None,
            parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
