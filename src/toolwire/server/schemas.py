@@ -137,6 +137,66 @@ _SSE = {"description": "The run's events as server-sent events (`id: <cursor>` a
         "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}}
 
 
+def _protocol_paths(op: Any, schemas: dict[str, Any], chat_id: dict[str, Any],
+                    run_started: dict[str, Any]) -> dict[str, Any]:
+    """The Vercel AI SDK and AG-UI routes (`protocol_routes.py`). Their bodies are described as loosely as the
+    server reads them: of the messages only the last is read, so the others need only a role."""
+    uimessage = {"type": "object", "required": ["role"], "properties": {
+        "id": {"description": "The message's id (read on the last message: 1 to 200 characters)."},
+        "role": {"enum": ["system", "user", "assistant"]},
+        "parts": {"description": "The message's parts (read on the last message: an array of objects; text parts "
+                                 "of a user message, approval responses of an assistant message)."}}}
+    schemas["VercelChatRequest"] = {
+        "type": "object", "required": ["id"],
+        "description": "What `DefaultChatTransport` posts: the chat id (the client's, scoped to the user) and the "
+                       "whole history in `messages`, or just the last message as `message`.",
+        "properties": {"id": {"type": "string"}, "trigger": {"type": ["string", "null"]},
+                       "messages": {"type": ["array", "null"], "items": uimessage},
+                       "message": {"oneOf": [{"type": "null"}, uimessage]}}}
+    schemas["AguiRunInput"] = {
+        "type": "object", "required": ["threadId", "runId"],
+        "description": "AG-UI's `RunAgentInput`: of `messages` only the last (a user message) is read, or `resume` "
+                       "(answers to the paused run's interrupts); `tools`, `context`, `state` and `forwardedProps` "
+                       "are ignored.",
+        "properties": {"threadId": {"type": "string"}, "runId": {"type": "string"},
+                       "messages": {"type": ["array", "null"], "items": {
+                           "type": "object", "required": ["role"], "properties": {"role": {"enum": [
+                               "developer", "system", "assistant", "user", "tool", "activity", "reasoning"]}}}},
+                       "resume": {"type": ["array", "null"], "items": {"type": "object"}}}}
+    stream = {"description": "The run's events in the protocol's stream (`data: <chunk JSON>` frames). Headers: "
+                             "`X-Run-Id`, `X-Chat-Id` (the server's chat id).",
+              "headers": {"X-Run-Id": {"schema": {"type": "string"}}, "X-Chat-Id": {"schema": {"type": "string"}}},
+              "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    body_errors = {"410": _error_response("The message was already sent and its run's events are no longer kept."),
+                   "413": _error_response("The body (or its last message) is too large.")}
+    client_chat_id = {**chat_id, "description": "The client's chat id."}
+
+    def posted(summary: str, body: str) -> dict[str, Any]:
+        operation = op(summary, {"200": stream, **run_started, **body_errors}, body=body)
+        operation["responses"]["400"] = _error_response("The body is not JSON.")
+        return operation
+
+    return {
+        "/api/chat": {"post": posted("Vercel AI SDK: send a user message, or approval responses", "VercelChatRequest")},
+        "/api/chat/{chat_id}/stream": {"get": op("Vercel AI SDK: follow the chat's active run from its start", {
+            "200": stream, "204": {"description": "Nothing is running."}}, parameters=[client_chat_id])},
+        "/api/chat/{chat_id}/stop": {"post": op("Vercel AI SDK: cancel the chat's running run", {
+            "202": {"description": "Cancelling", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["run_id", "status"],
+                "properties": {"run_id": {"type": "string"}, "status": {"const": "cancelling"}}}}}},
+            "204": {"description": "Nothing is running."},
+            "409": _error_response("The run is paused for approval, or has just ended.")},
+            parameters=[client_chat_id])},
+        "/api/chat/{chat_id}/messages": {"get": op("Vercel AI SDK: the stored chat as UI messages", {
+            "200": {"description": "OK", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["messages"],
+                "properties": {"messages": {"type": "array", "items": {"type": "object"}}}}}}}},
+            parameters=[client_chat_id])},
+        "/api/agui": {"post": posted("AG-UI: run the agent (a user message, or answers to interrupts)",
+                                     "AguiRunInput")},
+    }
+
+
 def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
     """The API described as OpenAPI 3.1 (served at `/openapi.json`)."""
     schemas: dict[str, Any] = {}
@@ -283,6 +343,7 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                        body="DecisionsIn", parameters=[chat_id]),
         },
     }
+    paths.update(_protocol_paths(op, schemas, chat_id, run_started))
     plain = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
     paths["/healthz"] = {"get": {"summary": "The process is up", "responses": {"200": plain}}}
     paths["/readyz"] = {"get": {"summary": "Ready to serve (database reachable, accepting runs)",
