@@ -7,6 +7,7 @@ which no database stores. Unknown fields are ignored, so clients may send newer 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
@@ -137,7 +138,7 @@ _SSE = {"description": "The run's events as server-sent events (`id: <cursor>` a
         "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}}
 
 
-def _protocol_paths(op: Any, schemas: dict[str, Any], chat_id: dict[str, Any],
+def _protocol_paths(op: Callable[..., dict[str, Any]], schemas: dict[str, Any], chat_id: dict[str, Any],
                     run_started: dict[str, Any]) -> dict[str, Any]:
     """The Vercel AI SDK and AG-UI routes (`protocol_routes.py`). Their bodies are described as loosely as the
     server reads them: of the messages only the last is read, so the others need only a role."""
