@@ -171,6 +171,14 @@ async def test_history_bodies_are_bounded_in_memory_and_never_stall_other_client
     assert growth < 6 * sum(len(body) for _, body in full)
     assert max(latencies) < 0.1
 
+    # The native routes' bodies (up to --max-body-bytes) are validated without building what they do not use.
+    junk = b'{"title": "t", "unused": [' + b",".join([b"[]"] * 330_000) + b"]}"
+    statuses, latencies, growth = await _attack(server, [("/api/chats", junk)] * 4, tmp_path)
+    print(f"1 MB x4 (native): answers {statuses}, server peak memory growth {growth / 1e6:.0f} MB, /healthz median "
+          f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms, max {max(latencies) * 1000:.0f} ms")
+    assert statuses == [201] * 4
+    assert max(latencies) < 0.1
+
 
 async def test_every_write_is_rate_limited_per_user_before_its_body_is_read(serve: Callable[..., ServerProcess]) -> None:
     server = serve("--writes-per-minute", "6")
