@@ -40,6 +40,8 @@ async def test_cursors_beyond_32_bits_are_invalid_not_server_errors(serve: Calla
             # The Vercel stream resumes from the active run's start; a cursor it is sent changes nothing.
             resumed = await api.client.get(f"/api/chat/{chat}/stream", headers={"Last-Event-ID": cursor})
             assert resumed.status_code == 204, resumed.text
+        rows = await api.client.get(f"/api/chats/{chat}/messages", params={"after": "2147483648"})
+        assert rows.status_code == 200 and rows.json()["messages"] == []  # a sequence number beyond every row
         # The largest cursor that fits is still an ordinary one: this chat has no such event.
         largest = await api.client.get(f"/api/chats/{chat}/stream", headers={"Last-Event-ID": "2147483647-0"})
         assert largest.status_code == 400 and largest.json()["error"]["code"] == "invalid_cursor"

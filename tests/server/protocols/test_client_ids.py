@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
 
 from tests.server.support import TOKENS, GateServer, ServerProcess, text
+from toolwire.store import SQLStore
 
 
 def _vercel(chat_id: str, message_id: str, words: str) -> dict[str, Any]:
@@ -94,3 +96,29 @@ def test_two_users_share_a_client_id_without_seeing_each_other(serve: Callable[.
             assert carol.get(f"/api/chat/{chat_id}/messages").json() == {"messages": []}
             assert carol.get(f"/api/chat/{chat_id}/stream").status_code == 204
             assert carol.post(f"/api/chat/{chat_id}/stop").status_code == 404
+
+
+@pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indirect=True)
+def test_a_chat_stored_under_a_client_id_before_ids_were_scoped_stays_its_owners(serve: Callable[..., ServerProcess],
+                                                                              gate: GateServer) -> None:
+    server = serve()
+    gate.script("legacy", text("Still Alice's."))
+    gate.script("bobs", text("Bob's own."))
+
+    async def store_as_before() -> None:  # what earlier versions did: the client's id as the chat's id
+        async with SQLStore(server.db_url, migrate=False) as store:
+            alice = await store.user_for_token(TOKENS["alice"])
+            assert alice is not None
+            await store.create_chat(alice.id, "", chat_id="legacy-id")
+
+    anyio.run(store_as_before)
+    with _client(server, "alice") as alice, _client(server, "bob") as bob:
+        status, chat_id, _ = _post(alice, "/api/chat", _vercel("legacy-id", "a1", "[[legacy]] hi"))
+        assert status == 200 and chat_id == "legacy-id"  # the owner goes on with the same chat
+        status, bobs, _ = _post(bob, "/api/chat", _vercel("legacy-id", "b1", "[[bobs]] hi"))
+        assert status == 200 and bobs != "legacy-id"  # no longer squatted: Bob gets a chat of his own
+        for client, first in ((alice, "a1"), (bob, "b1")):
+            history = client.get("/api/chat/legacy-id/messages").json()["messages"]
+            assert [m["role"] for m in history] == ["user", "assistant"] and history[0]["id"] == first
+        assert bob.get("/api/chats/legacy-id").json()["id"] == bobs  # the client's id names Bob's own chat
+        assert alice.get("/api/chats/legacy-id").json()["id"] == "legacy-id"
