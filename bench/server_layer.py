@@ -85,8 +85,9 @@ def _serve(protocol: str, size: str, seed: int, reads: str, sock: socket.socket,
                 pass
 
     folder = tempfile.mkdtemp(prefix="toolwire-bench-")
-    config = ServerConfig(web_dir=None, limits=Limits(runs_per_minute=1_000_000, tool_calls_per_minute=10_000_000),
-                          max_events_per_chat=max(10_000, 4 * stream.events))
+    limits = Limits(runs_per_minute=1_000_000, tool_calls_per_minute=10_000_000, writes_per_minute=1_000_000,
+                    max_user_requests=1_000_000)
+    config = ServerConfig(web_dir=None, limits=limits, max_events_per_chat=max(10_000, 4 * stream.events))
     app = create_app(factory, store=f"sqlite:///{Path(folder) / 'bench.db'}", tokens={"bench": [_TOKEN]},
                      config=config)
     server = uvicorn.Server(uvicorn.Config(_with_probes(app, direct_run), log_level="warning", lifespan="on"))

@@ -369,7 +369,8 @@ def start_servers(count: int, folder: Path, database: str, provider_port: int, r
         command = [sys.executable, "-m", "toolwire", "serve", "--db", database, "--port", "0",
                    "--model", "openai:load", "--base-url", f"http://127.0.0.1:{provider_port}/v1",
                    "--api-key", "load-key", "--tokens-file", str(tokens), "--runs-per-minute", "1000000",
-                   "--tool-calls-per-minute", "1000000", "--log-level", "warning"]
+                   "--tool-calls-per-minute", "1000000", "--writes-per-minute", "1000000",
+                   "--max-user-requests", "1000000", "--log-level", "warning"]
         if redis_url:
             command += ["--redis", redis_url]
         process, found = start(command, folder / f"server-{number}.log", rb"Listening on (http://\S+)", env)

@@ -179,6 +179,16 @@ async def test_rate_limits_are_shared_between_processes(flushed: RedisServer) ->
         assert blocked is not None and blocked > 0
 
 
+async def test_write_quotas_are_shared_between_processes(flushed: RedisServer) -> None:
+    async with process(flushed, writes_per_minute=3) as one, process(flushed, writes_per_minute=3) as two:
+        for limiter in (one.rate_limiter, two.rate_limiter, one.rate_limiter):
+            assert await limiter.acquire("user_1", "writes") is None
+        wait = await two.rate_limiter.acquire("user_1", "writes")  # the fourth, on either process
+        assert wait is not None and 0 < wait <= 20
+        assert await two.rate_limiter.acquire("user_2", "writes") is None  # per user
+        assert await one.rate_limiter.acquire("user_1", "runs") is None  # a budget of its own
+
+
 async def test_a_follower_reading_from_the_copy_never_sees_a_gap_when_the_copy_is_restarted(
         flushed: RedisServer) -> None:
     async with process(flushed) as writer, process(flushed, max_events_per_chat=10_000) as reader:

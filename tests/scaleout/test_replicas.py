@@ -232,7 +232,7 @@ async def test_stream_keys_expire_after_run_finished(replica: Replica, gate: Gat
 async def test_redis_connections_stay_bounded_with_a_thousand_followers(replica: Replica,
                                                                         gate: GateServer,
                                                                         redis_server: RedisServer) -> None:
-    a, b = replica(), replica()
+    a, b = replica(), replica("--max-user-requests", "2000")  # one user's thousand followers
     chats_count, per_chat = 20, 50
     async with a.api() as on_a:
         chats = [await on_a.new_chat() for _ in range(chats_count)]

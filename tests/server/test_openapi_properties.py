@@ -9,12 +9,17 @@ invalid data rejected, authentication enforced).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
+import orjson
 import schemathesis
 from hypothesis import HealthCheck, given, seed, settings, strategies as st
 from schemathesis import checks
+from starlette.routing import Route
 
 from tests.server.support import TOKENS, GateServer, ServerProcess
+from toolwire.server import ServerConfig, create_app
 
 
 def test_no_generated_request_gets_a_server_error(server: ServerProcess, gate: GateServer) -> None:
@@ -29,6 +34,7 @@ def test_no_generated_request_gets_a_server_error(server: ServerProcess, gate: G
     callers = [owner, owner, owner, {"Authorization": f"Bearer {TOKENS['bob']}"}, {}, {"Authorization": "Bearer x"}]
     cases = schema.as_strategy() | schema.as_strategy(generation_mode=schemathesis.GenerationMode.NEGATIVE)
     outcomes: dict[int, int] = {}
+    operations: dict[str, int] = {}
 
     @seed(20250101)
     @settings(max_examples=300, deadline=None, database=None,
@@ -39,6 +45,7 @@ def test_no_generated_request_gets_a_server_error(server: ServerProcess, gate: G
             case.path_parameters["chat_id"] = data.draw(st.sampled_from(chats))
         headers = dict(data.draw(st.sampled_from(callers)))
         response = case.call(base_url=server.url, headers=headers, timeout=30)
+        operations[f"{case.method} {case.path}"] = operations.get(f"{case.method} {case.path}", 0) + 1
         outcomes[response.status_code] = outcomes.get(response.status_code, 0) + 1
         assert response.status_code < 500, (case.method, case.formatted_path, response.status_code, response.text)
         # Every check but one: "valid data is accepted" cannot know that a schema-valid request can still be
@@ -50,3 +57,18 @@ def test_no_generated_request_gets_a_server_error(server: ServerProcess, gate: G
     # The generated requests reached real handlers, not only the authentication and 404 checks.
     assert outcomes.get(200, 0) + outcomes.get(201, 0) > 10, outcomes
     assert "Traceback" not in server.stderr()
+    # Every operation of the document was exercised, the protocol routes included.
+    documented = {f"{method.upper()} {path}" for path, item in schema.raw_schema["paths"].items() for method in item}
+    assert documented - set(operations) == set(), operations
+
+
+def test_every_route_of_the_app_is_in_the_document(tmp_path: Path) -> None:
+    app = create_app(lambda ctx: None, store=f"sqlite:///{tmp_path / 'app.db'}", config=ServerConfig(web_dir=None))
+    document = orjson.loads(app.state.toolwire.openapi)
+    routes = {(method, route.path) for route in app.routes if isinstance(route, Route)
+              for method in route.methods or () if method != "HEAD" and route.path not in ("/", "/openapi.json")}
+    assert len(routes) >= 17
+    assert {"/api/chat", "/api/agui", "/api/chat/{chat_id}/stream"} <= {path for _, path in routes}
+    missing = sorted(f"{method} {path}" for method, path in routes
+                     if method.lower() not in document["paths"].get(path, {}))
+    assert missing == [], f"routes /openapi.json leaves out: {missing}"

@@ -131,15 +131,15 @@ def test_fast_event_dicts_equal_event_to_dict() -> None:
 
 
 def test_results_are_redacted_and_capped_with_a_marker() -> None:
-    policy = ResultPolicy(max_bytes=100, secrets=["hunter2", "hunter2-long"])
-    small = {"note": "pw is hunter2-long and hunter2", "list": ["hunter2"], "hunter2": 1}
+    policy = ResultPolicy(max_bytes=100, secrets=["hunter22", "hunter22-long", "x", "short12"])
+    small = {"note": "pw is hunter22-long and hunter22", "list": ["hunter22"], "hunter22": 1, "x": "short12"}
     assert policy.value(small) == {"note": "pw is [REDACTED] and [REDACTED]", "list": ["[REDACTED]"],
-                                   "[REDACTED]": 1}
+                                   "[REDACTED]": 1, "x": "short12"}  # under 8 characters: not secrets
     untouched = {"fine": True}
     assert policy.value(untouched) is untouched
     big = policy.value("y" * 500)
     assert big["truncated"] is True and big["original_bytes"] == 502 and len(big["preview"]) == 100
-    part = ToolResultPart(call_id="c", name="t", result="hunter2")
+    part = ToolResultPart(call_id="c", name="t", result="hunter22")
     message = policy.message(Message.tool_results([part]))
     assert message.tool_results_parts[0].result == "[REDACTED]"
     odd = policy.value({1: object()})  # not JSON: made plain JSON (here its text), never an error

@@ -131,7 +131,8 @@ def served(gate: GateServer, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """
     folder = tmp_path_factory.mktemp("toolwire-serve")
     process = ServerProcess(db_url=sqlite_url(folder), gate_url=gate.url, folder=folder,
-                            args=["--tools", "tests.web.e2e_tools:TOOLS"])
+                            # One server for the whole session's chats: its write quota is not what is tested.
+                            args=["--tools", "tests.web.e2e_tools:TOOLS", "--writes-per-minute", "100000"])
     process.start()
     yield process
     process.stop()

@@ -1,5 +1,6 @@
 import sys
 
-from . import main
+from toolwire.cli import main  # absolute: a worker process runs this file on its own (see below)
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a worker process (anyio.to_process, multiprocessing) loads this module
+    sys.exit(main())

@@ -98,11 +98,22 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-tool-concurrency", type=int, default=8, help="tool calls running at once per chat")
     p.add_argument("--runs-per-minute", type=int, default=60, help="runs one user may start per minute")
     p.add_argument("--tool-calls-per-minute", type=int, default=600, help="tool calls one user may start per minute")
-    p.add_argument("--max-body-bytes", type=int, default=1_000_000, help="largest request body")
+    p.add_argument("--writes-per-minute", type=int, default=120,
+                   help="writes one user may make per minute: chats created, renamed, deleted, messages, decisions, "
+                        "cancellations (default: 120)")
+    p.add_argument("--max-user-requests", type=int, default=64, metavar="N",
+                   help="requests of one user this process answers at once, open streams included (default: 64)")
+    p.add_argument("--max-body-bytes", type=int, default=1_000_000,
+                   help="largest request body, and largest last message of /api/chat and /api/agui (default: "
+                        "1000000)")
+    p.add_argument("--max-history-bytes", type=int, default=4_000_000,
+                   help="largest body of /api/chat and /api/agui, whose clients send the whole chat each time "
+                        "(default: 4000000)")
     p.add_argument("--max-message-chars", type=int, default=32_000, help="longest message text")
     p.add_argument("--max-tool-result-bytes", type=int, default=65_536, help="largest tool result kept and streamed")
     p.add_argument("--redact", action="append", default=[], metavar="SECRET",
-                   help="a secret to replace by [REDACTED] in tool results (repeatable; the API key always is)")
+                   help="a secret to replace by [REDACTED] in tool results (repeatable; the API key always is); "
+                        "values shorter than 8 characters are not secrets and are left alone")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API from its pages, e.g. http://localhost:3000 "
                         "(repeatable; '*' for any)")
@@ -194,6 +205,9 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise UserError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port "
                         "(0 picks a free one).") from None
+    # Accepted connections inherit it: without it a response written in two parts (headers, then body) waits
+    # for the client's delayed ACK, ~40 ms per response on Linux loopback.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
@@ -247,7 +261,8 @@ async def _serve(args: argparse.Namespace) -> None:
         secrets.extend(value for v in provider.api_key_env if (value := os.environ.get(v)))
     limits = Limits(max_body_bytes=args.max_body_bytes, max_message_chars=args.max_message_chars,
                     max_tool_concurrency=args.max_tool_concurrency, runs_per_minute=args.runs_per_minute,
-                    tool_calls_per_minute=args.tool_calls_per_minute,
+                    tool_calls_per_minute=args.tool_calls_per_minute, writes_per_minute=args.writes_per_minute,
+                    max_user_requests=args.max_user_requests, max_history_bytes=args.max_history_bytes,
                     max_tool_result_bytes=args.max_tool_result_bytes, redact=tuple(secrets))
     config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
@@ -260,7 +275,8 @@ async def _serve(args: argparse.Namespace) -> None:
 
         shared = RedisBackends(args.redis, max_events_per_chat=args.max_events_per_chat,
                                retention_seconds=args.event_retention, runs_per_minute=args.runs_per_minute,
-                               tool_calls_per_minute=args.tool_calls_per_minute).app_options()
+                               tool_calls_per_minute=args.tool_calls_per_minute,
+                               writes_per_minute=args.writes_per_minute).app_options()
     sock = _listen(args.host, args.port)
     clients: list[httpx.AsyncClient] = []
     async with AsyncExitStack() as opened, _model(args, spec, clients) as (model, described):

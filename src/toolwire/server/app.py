@@ -41,7 +41,7 @@ from ..exceptions import ToolwireError
 from ..store import SQLStore, Store, StoreUnavailable
 from .errors import ApiError, handle_api_error, handle_http_exception, handle_store_unavailable, handle_unexpected
 from .eventlog import EventLog, InMemoryEventLog
-from .limits import Limits, MemoryRateLimiter, RateLimiter, ResultPolicy
+from .limits import Limits, MemoryRateLimiter, RateLimiter, ReleaseUserRequests, ResultPolicy, UserRequests
 from .protocol_routes import agui_run, vercel_chat, vercel_history, vercel_stop, vercel_stream
 from .replicas import hold_replica_lock
 from .routes import (
@@ -146,14 +146,15 @@ def create_app(
                                         retention_seconds=config.log_retention_seconds)
     manager = RunManager(
         store=the_store, log=log, signals=signals or LocalSignals(), factory=agent_factory, limits=limits,
-        limiter=rate_limiter or MemoryRateLimiter(limits.runs_per_minute, limits.tool_calls_per_minute),
+        limiter=rate_limiter or MemoryRateLimiter(limits.runs_per_minute, limits.tool_calls_per_minute,
+                                                  limits.writes_per_minute),
         policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
         lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds, max_runs=config.max_runs,
         store_retry_seconds=config.store_retry_seconds,
     )
     state = ServerState(store=the_store, manager=manager, log=log, limits=limits, heartbeat=config.heartbeat_seconds,
                         openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),
-                        web_dir=config.web_dir)
+                        web_dir=config.web_dir, user_requests=UserRequests(limits.max_user_requests))
 
     # The log, signals and limiter may be one object or share a connection: each is started and closed once.
     components = list({id(c): c for c in (log, manager.signals, manager.limiter)}.values())
@@ -229,7 +230,7 @@ def create_app(
 
         handlers.update({RedisAway: handle_unexpected, RedisSlow: handle_unexpected})
     # Outermost: a request's span covers what CORS answers too, and continues the caller's trace.
-    middleware = [Middleware(RequestSpans, routes=routes)]
+    middleware = [Middleware(RequestSpans, routes=routes), Middleware(ReleaseUserRequests)]
     if config.cors_origins:
         # Bearer tokens, not cookies: no credentials mode; the headers a streaming client reads are exposed.
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),

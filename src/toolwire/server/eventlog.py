@@ -31,6 +31,7 @@ import orjson
 __all__ = ["Cursor", "CursorExpired", "EventLog", "InMemoryEventLog", "LogEntry", "Position"]
 
 _CURSOR = re.compile(r"(\d{1,15})-(\d{1,15})")
+_MAX_PART = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -47,7 +48,9 @@ class Cursor:
     def parse(cls, text: str) -> Cursor:
         """Read `"<run>-<index>"`; raises `ValueError` with a full sentence for anything else."""
         match = _CURSOR.fullmatch(text.strip())
-        if match is None or int(match.group(1)) < 1:
+        # Run numbers and indexes are 32-bit integers in the store: a larger one names no event (and must
+        # not reach a database column as a value it cannot hold).
+        if match is None or not 1 <= int(match.group(1)) <= _MAX_PART or int(match.group(2)) > _MAX_PART:
             raise ValueError(f"{text[:40]!r} is not an event id; event ids look like '3-17' (run 3, event 17), as "
                              "sent in each event's `id:` line.")
         return cls(int(match.group(1)), int(match.group(2)))

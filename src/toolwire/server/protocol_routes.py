@@ -6,22 +6,26 @@ answer by following the chat's one event log through the protocol's encoder (`en
 `encode/agui.py`). There is no second agent loop and no second persistence path: a run started here
 is stored, resumable and visible through every route alike.
 
-Chat ids. These protocols let the client choose the chat id (`useChat`'s `id`, AG-UI's `threadId`).
-An id this user has not used is created on the user's first message under it (letters, digits and
-`_ - . :`, up to 128 characters); an id that belongs to another user is 404, exactly as on the native
-routes. Reads of an id the user has not used (history, resume) answer an empty chat, which is also
-what another user's id answers, so nothing tells the two apart. A chat made through the native API
-(`chat_...`) works here too.
+Chat ids. These protocols let the client choose the chat id (`useChat`'s `id`, AG-UI's `threadId`:
+letters, digits and `_ - . :`, up to 128 characters). A client's id is the user's own: the server's chat
+for it is `scoped_chat_id(user, id)`, created on the user's first message under it, so two users using
+the same id each have their own chat, and no answer depends on whether anyone else uses the id. Reads
+of an id the user has not used (history, resume) answer an empty chat; approval responses for it and
+stopping it answer 404, creating nothing. A chat made through the native API (`chat_...`) works here
+too, and the native routes take a client's id for the chat it names (`X-Chat-Id` says the server's id).
 
 History. The chat's history is the server's: of the messages a client sends, only the last one is read
 (a new user message, or the assistant message carrying approval responses); the rest of the body is
-not trusted or used, which is why a client may send only the last message.
+not trusted or used, which is why a client may send only the last message. Bodies may be up to
+`Limits.max_history_bytes` and are read without building the history (`history_bodies`); the last
+message may be up to `max_body_bytes`, as any other route's body.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import orjson
 from ag_ui.core import RunAgentInput
@@ -35,16 +39,14 @@ from .encode.agui import AguiEncoder
 from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_parts
 from .errors import ApiError
 from .eventlog import Cursor, Position
-from .routes import ServerState, _caller, _json, _title_from, attach
-from .schemas import read_body
+from .history_bodies import HistoryBodyError, read_agui, read_vercel
+from .routes import ServerState, _caller, _json, _title_from, attach, scoped_chat_id
+from .schemas import parse_body, read_bytes
 from .sse import Encoder, EventStreamResponse, follow
 
 __all__ = ["agui_run", "ui_history", "vercel_chat", "vercel_history", "vercel_stop", "vercel_stream"]
 
 _CLIENT_CHAT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-_HISTORY_FACTOR = 16
-"""These protocols send the client's whole history with each message (the server reads only the last
-one), so their bodies may be this many times `max_body_bytes`."""
 _MAX_CHAIN = 1000
 
 
@@ -53,24 +55,57 @@ def _valid_chat_id(chat_id: str) -> bool:
 
 
 async def _find_chat(server: ServerState, user: User, chat_id: str) -> Chat | None:
-    return await server.store.get_chat(user.id, chat_id) if _valid_chat_id(chat_id) else None
+    """The caller's chat for a client's id (or for one of the user's own server ids), if there is one."""
+    if not _valid_chat_id(chat_id):
+        return None
+    return (await server.store.get_chat(user.id, scoped_chat_id(user.id, chat_id))
+            or await server.store.get_chat(user.id, chat_id))
 
 
 async def _chat_for_message(server: ServerState, user: User, chat_id: str) -> Chat:
-    """The caller's chat with this id, created now if nobody has used the id (see the module docstring)."""
+    """The caller's chat for a client's id, created now if the user has none (see the module docstring)."""
     if not _valid_chat_id(chat_id):
         raise ApiError(422, "invalid_request", "A chat id is 1 to 128 letters, digits, '_', '-', '.' or ':' (and "
                                                "not '.' or '..'); send an id such as the ones useChat generates.")
-    chat = await server.store.get_chat(user.id, chat_id)
+    chat = await _find_chat(server, user, chat_id)
     if chat is not None:
         return chat
+    scoped = scoped_chat_id(user.id, chat_id)
     try:
-        return await server.store.create_chat(user.id, "", chat_id=chat_id)
+        return await server.store.create_chat(user.id, "", chat_id=scoped)
     except ChatIdTaken:
-        chat = await server.store.get_chat(user.id, chat_id)  # a concurrent first message of the same user
+        chat = await server.store.get_chat(user.id, scoped)  # a concurrent first message of the same user
         if chat is None:
-            raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.") from None
+            raise ApiError(409, "chat_exists", "This chat id cannot be used; choose another.") from None
         return chat
+
+
+async def _paused_chat(server: ServerState, user: User, chat_id: str) -> Chat:
+    """The caller's chat that approval responses answer: never created by them (404 when there is none)."""
+    chat = await _find_chat(server, user, chat_id)
+    if chat is None:
+        raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
+    return chat
+
+
+_Body = TypeVar("_Body", bound=BaseModel)
+
+
+async def _history_body(request: Request, server: ServerState, model: type[_Body],
+                        reader: Callable[[bytes], Awaitable[bytes]]) -> _Body:
+    """The parts of a protocol body the route reads (see `history_bodies`), as `model`."""
+    body = await read_bytes(request, server.limits.max_history_bytes)
+    if not body.strip():
+        raise ApiError(400, "invalid_json", "The request needs a JSON object as its body.")
+    try:
+        wanted = await reader(body)
+    except HistoryBodyError as exc:
+        raise ApiError(400 if exc.code == "invalid_json" else 422, exc.code, exc.message) from None
+    del body
+    if len(wanted) > server.limits.max_body_bytes:
+        raise ApiError(413, "body_too_large", f"The last message is larger than this server accepts "
+                                              f"({server.limits.max_body_bytes:,} bytes); send less.")
+    return parse_body(wanted, model)
 
 
 async def _turn(store: Store, chat_id: str, run: Run) -> list[Run]:
@@ -87,7 +122,8 @@ async def _turn(store: Store, chat_id: str, run: Run) -> list[Run]:
 def _stream(server: ServerState, chat: Chat, run: Run, encoder: Encoder,
             headers: dict[str, str] | None = None) -> Response:
     frames = follow(server.log, chat.id, Cursor(run.run_number, 0), encoder, heartbeat=server.heartbeat)
-    return EventStreamResponse(frames, media_type=encoder.media_type, headers={"X-Run-Id": run.id, **(headers or {})})
+    return EventStreamResponse(frames, media_type=encoder.media_type,
+                               headers={"X-Run-Id": run.id, "X-Chat-Id": chat.id, **(headers or {})})
 
 
 def _invalid(what: str, exc: ValidationError) -> ApiError:
@@ -169,7 +205,7 @@ def _approval_responses(message: _UIMessage) -> list[Decision]:
 async def vercel_chat(request: Request) -> Response:
     """`POST /api/chat`: a user message starts a run; an assistant message with approval responses resumes one."""
     server, user = await _caller(request, query=None)  # other protocols' clients: lenient
-    body = await read_body(request, _ChatRequest, server.limits.max_body_bytes * _HISTORY_FACTOR)
+    body = await _history_body(request, server, _ChatRequest, read_vercel)
     raw = body.message if body.message is not None else (body.messages[-1] if body.messages else None)
     if raw is None:
         raise ApiError(422, "invalid_request", "The request has no message: send `messages` (as useChat does) or "
@@ -185,7 +221,7 @@ async def vercel_chat(request: Request) -> Response:
             raise ApiError(422, "invalid_request", "The last message is the assistant's and answers no approval; "
                                                    "send a user message, or approval responses (addToolApproval"
                                                    "Response) for every pending approval.")
-        chat = await _chat_for_message(server, user, body.id)
+        chat = await _paused_chat(server, user, body.id)
         handle = await server.manager.decide(user, chat, decisions)
         await server.log.expect_run(chat.id, handle.run.run_number, handle.run.id)
         turn = await _turn(server.store, chat.id, handle.run)
@@ -320,10 +356,10 @@ def _agui_text(content: Any) -> str:
 async def agui_run(request: Request) -> Response:
     """`POST /api/agui`: an AG-UI `RunAgentInput`; answers the run as AG-UI events."""
     server, user = await _caller(request, query=None)  # other protocols' clients: lenient
-    agent_input = await read_body(request, RunAgentInput, server.limits.max_body_bytes * _HISTORY_FACTOR)
+    agent_input = await _history_body(request, server, RunAgentInput, read_agui)
     if agent_input.resume:
         decisions = _resume_decisions(agent_input)
-        chat = await _chat_for_message(server, user, agent_input.thread_id)
+        chat = await _paused_chat(server, user, agent_input.thread_id)
         run = (await server.manager.decide(user, chat, decisions)).run
         await server.log.expect_run(chat.id, run.run_number, run.id)
     else:
@@ -338,4 +374,4 @@ async def agui_run(request: Request) -> Response:
         _no_nul(last.id)
         chat = await _chat_for_message(server, user, agent_input.thread_id)
         run = await _start(server, user, chat, text, last.id)
-    return _stream(server, chat, run, AguiEncoder(thread_id=chat.id, run_id=agent_input.run_id))
+    return _stream(server, chat, run, AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))

@@ -7,7 +7,9 @@ run agent code: they store, ask the run manager, and follow the chat's event log
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+import hashlib
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,12 +25,12 @@ from .auth import authenticate
 from .encode import NativeEncoder
 from .errors import ApiError
 from .eventlog import Cursor, EventLog, Position
-from .limits import Limits
+from .limits import Limits, UserRequests
 from .runs import RunManager
 from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
 from .sse import EventStreamResponse, follow
 
-__all__ = ["ServerState"]
+__all__ = ["ServerState", "scoped_chat_id"]
 
 _MAX_ID = 200
 
@@ -44,6 +46,7 @@ class ServerState:
     heartbeat: float
     openapi: bytes
     web_dir: Path | None
+    user_requests: UserRequests = field(default_factory=lambda: UserRequests(Limits().max_user_requests))
     startup_error: Exception | None = None
     """Why the app's start-up failed (read by `toolwire serve` to say it in one sentence)."""
 
@@ -68,7 +71,30 @@ async def _caller(request: Request, *, query: tuple[str, ...] | None = ()) -> tu
             takes = f"takes only {', '.join(query)}" if query else "takes no query parameters"
             raise ApiError(400, "unknown_parameter", f"Unknown query parameter {unknown[0]!r}: this endpoint "
                                                      f"{takes}.")
+    # Quotas before anything is read or stored: a user's requests at once, then the user's writes per minute.
+    if not server.user_requests.enter(user.id, request.scope):
+        raise ApiError(429, "too_many_requests", f"This user already has {server.user_requests.limit} requests "
+                                                 "(streams included) open on this server; close some, or try again "
+                                                 "in a moment.", headers={"Retry-After": "1"})
+    if request.method not in ("GET", "HEAD"):
+        wait = await server.manager.limiter.acquire(user.id, "writes")
+        if wait is not None:
+            seconds = max(1, int(wait + 0.999))
+            raise ApiError(429, "rate_limited", f"Too many writes (chats created, renamed or deleted, messages, "
+                                                f"decisions, cancellations) for this user right now; try again in "
+                                                f"{seconds} s.", headers={"Retry-After": str(seconds)})
     return server, user
+
+
+def scoped_chat_id(user_id: str, client_id: str) -> str:
+    """The server's id of the chat a client names `client_id` (the protocol routes let clients choose ids).
+
+    Derived from the user and the client's id, so that each user has their own chat under any client id:
+    two users using the same id never meet, and no id can be taken from another user or tell whether
+    another user uses it. Every lookup is by (user, id) anyway; the hash only keeps ids apart.
+    """
+    digest = hashlib.sha256(f"{user_id}\x00{client_id}".encode()).digest()
+    return "chat_" + base64.urlsafe_b64encode(digest[:18]).decode()
 
 
 async def _chat(request: Request, server: ServerState, user: User) -> Chat:
@@ -76,6 +102,8 @@ async def _chat(request: Request, server: ServerState, user: User) -> Chat:
     chat = None
     if len(chat_id) <= _MAX_ID and "\x00" not in chat_id:
         chat = await server.store.get_chat(user.id, chat_id)
+        if chat is None:  # a chat made through the protocol routes, named by the client's id
+            chat = await server.store.get_chat(user.id, scoped_chat_id(user.id, chat_id))
     if chat is None:
         raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
     return chat

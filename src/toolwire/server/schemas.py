@@ -7,16 +7,17 @@ which no database stores. Unknown fields are ignored, so clients may send newer 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
-import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
 from starlette.requests import Request
 
 from ..messages import Message
 from .errors import ApiError
 
-__all__ = ["ChatCreate", "ChatUpdate", "DecisionIn", "DecisionsIn", "MessageIn", "openapi_document", "read_body"]
+__all__ = ["ChatCreate", "ChatUpdate", "DecisionIn", "DecisionsIn", "MessageIn", "openapi_document", "parse_body",
+           "read_body", "read_bytes"]
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -64,8 +65,8 @@ class DecisionsIn(_Body):
     decisions: list[DecisionIn] = Field(min_length=1, max_length=200)
 
 
-async def read_body(request: Request, model: type[_Model], max_bytes: int) -> _Model:
-    """The request's JSON body as `model`, or a 413 / 400 / 422 `ApiError` with a full sentence."""
+async def read_bytes(request: Request, max_bytes: int) -> bytes:
+    """The request's body, or a 413 `ApiError` as soon as it is known to be larger than `max_bytes`."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise _too_large(max_bytes)
@@ -76,19 +77,29 @@ async def read_body(request: Request, model: type[_Model], max_bytes: int) -> _M
         if size > max_bytes:
             raise _too_large(max_bytes)
         chunks.append(chunk)
-    body = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def read_body(request: Request, model: type[_Model], max_bytes: int) -> _Model:
+    """The request's JSON body as `model`, or a 413 / 400 / 422 `ApiError` with a full sentence."""
+    return parse_body(await read_bytes(request, max_bytes), model)
+
+
+def parse_body(body: bytes, model: type[_Model]) -> _Model:
+    """A JSON body as `model`, or a 400 / 422 `ApiError` with a full sentence."""
     if not body.strip():
         raise ApiError(400, "invalid_json", "The request needs a JSON object as its body.")
     try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(400, "invalid_json", f"The request body is not valid JSON ({exc}).") from None
-    if not isinstance(data, dict):
-        raise ApiError(422, "invalid_request", "The request body must be a JSON object.")
-    try:
-        return model.model_validate(data)
+        # Validated from the bytes: pydantic's parser skips what the model does not take without building it
+        # (1 MB of unknown nested arrays: ~10 ms, where parsing it into Python objects first took ~400 ms of
+        # the event loop and ~30 MB).
+        return model.model_validate_json(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
+        if first["type"] == "json_invalid":
+            raise ApiError(400, "invalid_json", f"The request body is not valid JSON ({first['msg']}).") from None
+        if not first["loc"] and first["type"] in ("model_type", "model_attributes_type", "dict_type"):
+            raise ApiError(422, "invalid_request", "The request body must be a JSON object.") from None
         where = ".".join(str(part) for part in first["loc"]) or "body"
         raise ApiError(422, "invalid_request", f"The field {where!r} is not valid: {first['msg']}. "
                                                f"({exc.error_count()} problem(s) in all.)") from None
@@ -125,6 +136,66 @@ _SSE = {"description": "The run's events as server-sent events (`id: <cursor>` a
                        "`run_finished`. Headers: `Location` (the chat's stream) and `X-Run-Id`.",
         "headers": {"X-Run-Id": {"schema": {"type": "string"}}, "Location": {"schema": {"type": "string"}}},
         "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}}
+
+
+def _protocol_paths(op: Callable[..., dict[str, Any]], schemas: dict[str, Any], chat_id: dict[str, Any],
+                    run_started: dict[str, Any]) -> dict[str, Any]:
+    """The Vercel AI SDK and AG-UI routes (`protocol_routes.py`). Their bodies are described as loosely as the
+    server reads them: of the messages only the last is read, so the others need only a role."""
+    uimessage = {"type": "object", "required": ["role"], "properties": {
+        "id": {"description": "The message's id (read on the last message: 1 to 200 characters)."},
+        "role": {"enum": ["system", "user", "assistant"]},
+        "parts": {"description": "The message's parts (read on the last message: an array of objects; text parts "
+                                 "of a user message, approval responses of an assistant message)."}}}
+    schemas["VercelChatRequest"] = {
+        "type": "object", "required": ["id"],
+        "description": "What `DefaultChatTransport` posts: the chat id (the client's, scoped to the user) and the "
+                       "whole history in `messages`, or just the last message as `message`.",
+        "properties": {"id": {"type": "string"}, "trigger": {"type": ["string", "null"]},
+                       "messages": {"type": ["array", "null"], "items": uimessage},
+                       "message": {"oneOf": [{"type": "null"}, uimessage]}}}
+    schemas["AguiRunInput"] = {
+        "type": "object", "required": ["threadId", "runId"],
+        "description": "AG-UI's `RunAgentInput`: of `messages` only the last (a user message) is read, or `resume` "
+                       "(answers to the paused run's interrupts); `tools`, `context`, `state` and `forwardedProps` "
+                       "are ignored.",
+        "properties": {"threadId": {"type": "string"}, "runId": {"type": "string"},
+                       "messages": {"type": ["array", "null"], "items": {
+                           "type": "object", "required": ["role"], "properties": {"role": {"enum": [
+                               "developer", "system", "assistant", "user", "tool", "activity", "reasoning"]}}}},
+                       "resume": {"type": ["array", "null"], "items": {"type": "object"}}}}
+    stream = {"description": "The run's events in the protocol's stream (`data: <chunk JSON>` frames). Headers: "
+                             "`X-Run-Id`, `X-Chat-Id` (the server's chat id).",
+              "headers": {"X-Run-Id": {"schema": {"type": "string"}}, "X-Chat-Id": {"schema": {"type": "string"}}},
+              "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    body_errors = {"410": _error_response("The message was already sent and its run's events are no longer kept."),
+                   "413": _error_response("The body (or its last message) is too large.")}
+    client_chat_id = {**chat_id, "description": "The client's chat id."}
+
+    def posted(summary: str, body: str) -> dict[str, Any]:
+        operation = op(summary, {"200": stream, **run_started, **body_errors}, body=body)
+        operation["responses"]["400"] = _error_response("The body is not JSON.")
+        return operation
+
+    return {
+        "/api/chat": {"post": posted("Vercel AI SDK: send a user message, or approval responses", "VercelChatRequest")},
+        "/api/chat/{chat_id}/stream": {"get": op("Vercel AI SDK: follow the chat's active run from its start", {
+            "200": stream, "204": {"description": "Nothing is running."}}, parameters=[client_chat_id])},
+        "/api/chat/{chat_id}/stop": {"post": op("Vercel AI SDK: cancel the chat's running run", {
+            "202": {"description": "Cancelling", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["run_id", "status"],
+                "properties": {"run_id": {"type": "string"}, "status": {"const": "cancelling"}}}}}},
+            "204": {"description": "Nothing is running."},
+            "409": _error_response("The run is paused for approval, or has just ended.")},
+            parameters=[client_chat_id])},
+        "/api/chat/{chat_id}/messages": {"get": op("Vercel AI SDK: the stored chat as UI messages", {
+            "200": {"description": "OK", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["messages"],
+                "properties": {"messages": {"type": "array", "items": {"type": "object"}}}}}}}},
+            parameters=[client_chat_id])},
+        "/api/agui": {"post": posted("AG-UI: run the agent (a user message, or answers to interrupts)",
+                                     "AguiRunInput")},
+    }
 
 
 def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
@@ -202,7 +273,10 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
 
     chat_id = {"name": "chat_id", "in": "path", "required": True, "schema": {"type": "string"}}
     auth: list[dict[str, list[str]]] = [{"bearer": []}]
-    common = {"401": _error_response("No valid API token."), "404": _error_response("No such chat (or not yours).")}
+    common = {"401": _error_response("No valid API token."), "404": _error_response("No such chat (or not yours)."),
+              "429": {**_error_response("Too many requests of this user at once, or (for a write) too many writes "
+                                        "per minute; `Retry-After` says when to try again."),
+                      "headers": {"Retry-After": {"schema": {"type": "string"}}}}}
 
     def op(summary: str, responses: dict[str, Any], *, body: str | None = None,
            parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -270,6 +344,7 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                        body="DecisionsIn", parameters=[chat_id]),
         },
     }
+    paths.update(_protocol_paths(op, schemas, chat_id, run_started))
     plain = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
     paths["/healthz"] = {"get": {"summary": "The process is up", "responses": {"200": plain}}}
     paths["/readyz"] = {"get": {"summary": "Ready to serve (database reachable, accepting runs)",

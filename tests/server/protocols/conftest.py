@@ -30,7 +30,8 @@ def server(gate: GateServer, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     it, which saves a server start per test (rate limits raised so that the tests' runs never meet them)."""
     folder = tmp_path_factory.mktemp("protocols")
     process = ServerProcess(db_url=sqlite_url(folder), gate_url=gate.url, folder=folder,
-                            args=[*EXTRA_TOOLS, "--runs-per-minute", "100000", "--tool-calls-per-minute", "100000"])
+                            args=[*EXTRA_TOOLS, "--runs-per-minute", "100000", "--tool-calls-per-minute", "100000",
+                                  "--writes-per-minute", "100000"])
     process.start()
     yield process
     process.stop()

@@ -2,7 +2,7 @@
 
 Each response follows one run and writes it as AG-UI events, `data: <event JSON>` frames:
 
-    run_started       → RUN_STARTED {threadId: the chat id, runId: the caller's run id}
+    run_started       → RUN_STARTED {threadId: the caller's thread id, runId: the caller's run id}
     step_started      → STEP_STARTED {stepName: "step-<n>"};  step_finished → STEP_FINISHED
     text_delta        → TEXT_MESSAGE_START (first delta of a part) / TEXT_MESSAGE_CONTENT ... / TEXT_MESSAGE_END
     thinking_delta    → REASONING_START, REASONING_MESSAGE_START / _CONTENT ... / REASONING_MESSAGE_END, REASONING_END
@@ -97,7 +97,7 @@ class AguiEncoder:
     """Frames of one run as AG-UI events (see the module docstring).
 
     Args:
-        thread_id: The AG-UI thread (the chat id).
+        thread_id: The AG-UI thread (the id the caller chose, `RunAgentInput.threadId`).
         run_id: The run id the caller chose (`RunAgentInput.runId`), echoed in `RUN_STARTED` and the end.
     """
 

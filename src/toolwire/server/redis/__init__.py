@@ -36,13 +36,14 @@ class RedisBackends:
         retention_seconds: How long a chat's stream is kept after a run ends.
         runs_per_minute: Runs one user may start per minute, over all replicas.
         tool_calls_per_minute: Tool calls one user's runs may start per minute, over all replicas.
+        writes_per_minute: Writes one user may make per minute, over all replicas.
         max_connections: The pool for replays, scripts and signals (the reader and the event writer have one
             connection each besides).
     """
 
     def __init__(self, url: str, *, prefix: str = "toolwire", max_events_per_chat: int = 10_000,
                  retention_seconds: float = 900.0, runs_per_minute: int = 60, tool_calls_per_minute: int = 600,
-                 max_connections: int = 4) -> None:
+                 max_connections: int = 4, writes_per_minute: int = 120) -> None:
         try:
             import redis.asyncio  # noqa: F401
         except ImportError:
@@ -54,7 +55,8 @@ class RedisBackends:
                                        retention_seconds=retention_seconds)
         self.signals = RedisSignals(self.hub)
         self.rate_limiter = RedisRateLimiter(self.hub, runs_per_minute=runs_per_minute,
-                                             tool_calls_per_minute=tool_calls_per_minute)
+                                             tool_calls_per_minute=tool_calls_per_minute,
+                                             writes_per_minute=writes_per_minute)
 
     def app_options(self) -> dict[str, Any]:
         """`create_app` keyword arguments: `event_log`, `signals` and `rate_limiter`."""

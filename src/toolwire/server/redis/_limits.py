@@ -60,9 +60,11 @@ return tostring(wait)
 class RedisRateLimiter:
     """A `RateLimiter` shared by every replica (see the module docstring)."""
 
-    def __init__(self, hub: RedisHub, *, runs_per_minute: int, tool_calls_per_minute: int) -> None:
+    def __init__(self, hub: RedisHub, *, runs_per_minute: int, tool_calls_per_minute: int,
+                 writes_per_minute: int = 120) -> None:
         self.hub = hub
-        self._rates: dict[RateKind, int] = {"runs": runs_per_minute, "tool_calls": tool_calls_per_minute}
+        self._rates: dict[RateKind, int] = {"runs": runs_per_minute, "tool_calls": tool_calls_per_minute,
+                                            "writes": writes_per_minute}
         self._script: Any = None
         self._uncounted: dict[tuple[str, RateKind], int] = {}
 
