@@ -44,6 +44,7 @@ from ..models import Model, get_model
 from ..tools import Tool
 from ..toolsets import Toolset
 from ._render import error_line
+from ._connections import add_connection_arguments, connection_limits
 from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
 
 _FAKE = "fake"
@@ -106,6 +107,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API from its pages, e.g. http://localhost:3000 "
                         "(repeatable; '*' for any)")
+    add_connection_arguments(p)
     p.add_argument("--fake-delay", type=float, default=0.02,
                    help="seconds between the fake model's stream frames (default: 0.02)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
@@ -210,6 +212,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
     from ..demo_tools import DEMO_SYSTEM, DEMO_TOOLS
     from ..server import Limits, ServerConfig, create_app
+    from ..server.connections import uvicorn_options
     from ..server.auth import generate_token, read_tokens_file
     from ..store import SQLStore
     from ..store._engine import redacted_url
@@ -262,9 +265,10 @@ async def _serve(args: argparse.Namespace) -> None:
                            tool_timeout=args.tool_timeout, toolsets=toolsets, clients=clients)
         app = create_app(factory, store=store, tokens=tokens, config=config, **shared)
         state = app.state.toolwire
-        uv_config = uvicorn.Config(app, http="httptools", lifespan="on", log_level=args.log_level,
+        uv_config = uvicorn.Config(app, lifespan="on", log_level=args.log_level,
                                    access_log=args.log_level in ("debug", "info"), ws="none",
-                                   timeout_graceful_shutdown=int(config.shutdown_grace_seconds) + 2)
+                                   timeout_graceful_shutdown=int(config.shutdown_grace_seconds) + 2,
+                                   **uvicorn_options(connection_limits(args)))
         server = _uvicorn_server(uv_config, state.manager.drain)
         _quiet_startup_failure(state)
         port = sock.getsockname()[1]
