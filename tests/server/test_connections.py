@@ -24,8 +24,6 @@ import pytest
 from tests.databases import sqlite_url
 from tests.server.support import TOKENS, Event, GateServer, ServerProcess, read_events, text
 
-pytestmark = pytest.mark.anyio
-
 MiB = 1024 * 1024
 
 
@@ -122,11 +120,10 @@ def error_code(response: bytes) -> str:
     return str(body["error"]["code"])
 
 
-async def test_a_header_flood_is_refused_early_and_costs_no_memory(launch: Callable[..., ServerProcess]) -> None:
+def test_a_header_flood_is_refused_early_and_costs_no_memory(launch: Callable[..., ServerProcess]) -> None:
     server = launch()
     where = address(server)
-    async with server.api() as api:
-        assert (await api.client.get("/healthz")).status_code == 200
+    assert httpx.get(f"{server.url}/healthz", trust_env=False).status_code == 200
     before = rss(server)
     connections = 10
     line = b"X-Flood: " + b"f" * 1000 + b"\r\n"
@@ -139,13 +136,13 @@ async def test_a_header_flood_is_refused_early_and_costs_no_memory(launch: Calla
           f"server RSS grew {grown / MiB:.1f} MiB ({per_connection / 1024:.0f} KiB per connection)")
     for sock, _, _ in floods:
         sock.close()
-    for _, sent, response in floods:
+    for _, _, response in floods:
         assert status(response) == 431, response[:200]
         assert error_code(response) == "request_header_fields_too_large"
     assert per_connection < 512 * 1024
 
 
-async def test_one_endless_header_value_is_refused_at_once(launch: Callable[..., ServerProcess]) -> None:
+def test_one_endless_header_value_is_refused_at_once(launch: Callable[..., ServerProcess]) -> None:
     server = launch()
     spent = cpu_seconds(server)
     started = time.monotonic()
@@ -171,7 +168,7 @@ def ask(where: tuple[str, int], head: bytes) -> bytes:
         return answer(sock)
 
 
-async def test_heads_beyond_the_limits_get_a_clear_error_and_honest_ones_pass(
+def test_heads_beyond_the_limits_get_a_clear_error_and_honest_ones_pass(
         launch: Callable[..., ServerProcess]) -> None:
     server = launch()
     where = address(server)
@@ -185,14 +182,12 @@ async def test_heads_beyond_the_limits_get_a_clear_error_and_honest_ones_pass(
     assert status(large_in_all) == 431
     # What browsers and proxies send, generously: 90 fields, one of 8000 bytes, 20 KiB in all.
     honest = [(f"X-F{i}", "v" * 130) for i in range(89)] + [("Cookie", "c=" + "x" * 7990)]
-    async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=30,
-                                 headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as client:
-        response = await client.get("/api/chats", headers=honest, params={})
+    with httpx.Client(base_url=server.url, trust_env=False, timeout=30,
+                      headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as client:
+        response = client.get("/api/chats", headers=honest)
         assert response.status_code == 200, response.text
-        response = await client.get("/healthz?" + "q" * 7000)
-        assert response.status_code == 200
-        # The limits hold on every request of a kept-alive connection, not only its first.
-        assert (await client.get("/healthz")).status_code == 200
+        assert client.get("/healthz?" + "q" * 7000).status_code == 200
+    # The limits hold on every request of a kept-alive connection, not only on its first.
     with socket.create_connection(where) as sock:
         sock.sendall(request_head())
         assert status(one_response(sock)) == 200
@@ -209,7 +204,7 @@ def few_descriptors() -> None:
 HEADER_TIMEOUT = 2.0
 
 
-async def test_half_open_connections_do_not_lock_honest_clients_out(launch: Callable[..., ServerProcess]) -> None:
+def test_half_open_connections_do_not_lock_honest_clients_out(launch: Callable[..., ServerProcess]) -> None:
     server = launch("--header-timeout", str(HEADER_TIMEOUT), preexec=few_descriptors)
     where = address(server)
     half_open = []
@@ -218,9 +213,7 @@ async def test_half_open_connections_do_not_lock_honest_clients_out(launch: Call
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Never: ")
         half_open.append(sock)
     started = time.monotonic()
-    async with httpx.AsyncClient(base_url=server.url, trust_env=False,
-                                 timeout=httpx.Timeout(HEADER_TIMEOUT + 60, connect=HEADER_TIMEOUT + 60)) as client:
-        response = await client.get("/healthz")
+    response = httpx.get(f"{server.url}/healthz", trust_env=False, timeout=HEADER_TIMEOUT + 60)
     waited = time.monotonic() - started
     assert response.status_code == 200
     timed_out = 0
@@ -236,13 +229,13 @@ async def test_half_open_connections_do_not_lock_honest_clients_out(launch: Call
     assert timed_out == 300
 
 
-async def test_idle_connections_are_closed_and_the_connection_cap_answers_503(
+def test_idle_connections_are_closed_and_the_connection_cap_answers_503(
         launch: Callable[..., ServerProcess]) -> None:
     server = launch("--timeout-keep-alive", "1", "--header-timeout", "1", "--limit-concurrency", "4")
     where = address(server)
     idle = [socket.create_connection(where) for _ in range(4)]  # connected, silent
-    async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=30) as client:
-        busy = await client.get("/healthz")
+    with httpx.Client(base_url=server.url, trust_env=False, timeout=30) as client:
+        busy = client.get("/healthz")
         assert busy.status_code == 503
         started = time.monotonic()
         for sock in idle:
@@ -251,10 +244,10 @@ async def test_idle_connections_are_closed_and_the_connection_cap_answers_503(
         print(f"\nsilent connections closed after {time.monotonic() - started:.1f} s (header timeout 1 s)")
         # Polled: the server may still be closing its side of those connections.
         for _ in range(100):
-            response = await client.get("/healthz")
+            response = client.get("/healthz")
             if response.status_code == 200:
                 break
-            await anyio.sleep(0.1)
+            time.sleep(0.1)
         assert response.status_code == 200
     with socket.create_connection(where) as sock:
         sock.sendall(request_head())
@@ -264,6 +257,7 @@ async def test_idle_connections_are_closed_and_the_connection_cap_answers_503(
         assert time.monotonic() - started < 10
 
 
+@pytest.mark.anyio
 async def test_an_event_stream_outlives_every_connection_timeout(launch: Callable[..., ServerProcess],
                                                                  gate: GateServer) -> None:
     server = launch("--timeout-keep-alive", "1", "--header-timeout", "1", "--heartbeat-seconds", "1")

@@ -1,4 +1,5 @@
-"""`toolwire serve`'s options for what one connection may cost (`server.connections.ConnectionLimits`)."""
+"""`toolwire serve`'s options for what one connection may cost (`server.connections.ConnectionLimits`) and
+who may frame the page (`ServerConfig.frame_ancestors`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ def add_connection_arguments(p: Any) -> None:
                    help=f"longest header field; 431 past it (default: {_DEFAULTS.max_header_field_bytes})")
     p.add_argument("--max-header-bytes", type=int, default=_DEFAULTS.max_header_bytes, metavar="BYTES",
                    help=f"largest request head in all; 431 past it (default: {_DEFAULTS.max_header_bytes})")
+
+
+def add_browser_arguments(p: Any) -> None:
+    p.add_argument("--frame-ancestors", default="'none'", metavar="SOURCES",
+                   help="who may show the page in a frame, as a CSP source list, e.g. "
+                        "\"'self' https://portal.example\" (default: 'none', no site)")
 
 
 def connection_limits(args: argparse.Namespace) -> ConnectionLimits:

@@ -43,8 +43,8 @@ from ..exceptions import ToolwireError, UserError
 from ..models import Model, get_model
 from ..tools import Tool
 from ..toolsets import Toolset
+from ._connections import add_browser_arguments, add_connection_arguments, connection_limits
 from ._render import error_line
-from ._connections import add_connection_arguments, connection_limits
 from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
 
 _FAKE = "fake"
@@ -108,6 +108,7 @@ def add_parser(sub: Any) -> None:
                    help="a browser origin allowed to call the API from its pages, e.g. http://localhost:3000 "
                         "(repeatable; '*' for any)")
     add_connection_arguments(p)
+    add_browser_arguments(p)
     p.add_argument("--fake-delay", type=float, default=0.02,
                    help="seconds between the fake model's stream frames (default: 0.02)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
@@ -212,8 +213,8 @@ async def _serve(args: argparse.Namespace) -> None:
 
     from ..demo_tools import DEMO_SYSTEM, DEMO_TOOLS
     from ..server import Limits, ServerConfig, create_app
-    from ..server.connections import uvicorn_options
     from ..server.auth import generate_token, read_tokens_file
+    from ..server.connections import uvicorn_options
     from ..store import SQLStore
     from ..store._engine import redacted_url
 
@@ -247,7 +248,8 @@ async def _serve(args: argparse.Namespace) -> None:
     config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
-                          max_runs=args.max_runs, cors_origins=tuple(args.cors_origin))
+                          max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
+                          frame_ancestors=args.frame_ancestors)
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends
