@@ -8,9 +8,12 @@ with generous bounds: the machine running the tests may be loaded.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import select
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ import pytest
 
 from tests.databases import sqlite_url
 from tests.server.support import TOKENS, Event, GateServer, ServerProcess, read_events, text
+from toolwire.server.connections import ConnectionLimits
 
 MiB = 1024 * 1024
 
@@ -294,3 +298,26 @@ async def test_an_event_stream_outlives_every_connection_timeout(launch: Callabl
         lasted = time.monotonic() - started
     assert events[-1].type == "run_finished" and events[-1].data["status"] == "completed"
     assert lasted >= quiet and len(heartbeats) >= 2
+
+
+def test_the_readme_names_each_limit_with_its_flag_and_default() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Connection limits and the reverse proxy", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| ([^|]+) \| ([^|]+) \| `(--[\w-]+)` \| ([^|]+) \|$", section, re.M)
+    helped = subprocess.run([sys.executable, "-m", "toolwire", "serve", "--help"], capture_output=True, text=True,
+                            check=True, env={**os.environ, "COLUMNS": "200"}).stdout
+    documented = {flag for _, _, flag, _ in rows}
+    assert documented == {"--max-request-line", "--max-header-fields", "--max-header-field-bytes",
+                          "--max-header-bytes", "--header-timeout", "--timeout-keep-alive", "--limit-concurrency"}
+    defaults = ConnectionLimits()
+    for _, default, flag, _ in rows:
+        assert flag in helped, flag
+        number = re.match(r"[\d.]+", default)
+        if number is not None and flag != "--max-header-bytes":
+            value = {"--max-request-line": defaults.max_request_line_bytes,
+                     "--max-header-fields": defaults.max_header_fields,
+                     "--max-header-field-bytes": defaults.max_header_field_bytes,
+                     "--header-timeout": defaults.header_timeout,
+                     "--timeout-keep-alive": defaults.keep_alive_timeout}[flag]
+            assert float(number.group()) == value, flag
+    assert defaults.max_header_bytes == 32 * 1024
