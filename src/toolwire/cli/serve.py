@@ -19,6 +19,11 @@ event stream, cancellations and rate limits go through Redis, so any replica can
 cancel any run. A server without `--redis` must be alone on its database, and says so at start-up
 (`toolwire.server.replicas`).
 
+uvicorn runs with httptools and `server.connections`' limits: request heads are bounded (414/431), must
+arrive within `--header-timeout` (408), idle kept-alive connections close after `--timeout-keep-alive`,
+and past `--limit-concurrency` open connections a request gets 503 (README: "Connection limits and the
+reverse proxy"). A running event stream is never cut by these.
+
 Ctrl-C (or SIGTERM) stops accepting runs (`/readyz` turns 503), lets running ones finish for up to
 `--drain-seconds`, interrupts what is left (each records its end and its followers get `run_finished`),
 then exits. A second Ctrl-C stops at once.

@@ -37,7 +37,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..exceptions import ToolwireError
+from ..exceptions import ToolwireError, UserError
 from ..store import SQLStore, Store
 from ..web import static_file
 from .account import me
@@ -153,6 +153,9 @@ def create_app(
         rate_limiter: Per-user rate limits (default: counted in this process, from `config.limits`).
     """
     config = config or ServerConfig()
+    if not config.frame_ancestors.strip() or any(c in config.frame_ancestors for c in ";,\r\n"):
+        raise UserError("frame_ancestors is a list of sources separated by spaces, such as \"'self' "
+                        "https://portal.example.com\", or \"'none'\"; it cannot be empty or hold ';' or ','.")
     limits = config.limits
     the_store: Store = store if store is not None and not isinstance(store, str) else SQLStore(store or "toolwire.db")
     log = event_log or InMemoryEventLog(max_events_per_chat=config.max_events_per_chat,
