@@ -17,10 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.databases import sqlite_url
-from tests.server.support import TOKENS, GateServer, ServerProcess, serve_in_process
-from toolwire.exceptions import UserError
-from toolwire.server import ServerConfig, create_app
-from toolwire.testing import ScriptedModel
+from tests.server.support import TOKENS, GateServer, ServerProcess
 from toolwire.web import INDEX_HTML, PAGE_POLICY
 
 from .e2e import Open, new_chat
@@ -113,31 +110,6 @@ def test_every_response_says_how_to_read_it(served: ServerProcess) -> None:
         chat = new_chat(served, "stream headers")
         with client.stream("GET", f"/api/chats/{chat}/stream") as stream:  # no run: 204, headers all the same
             assert stream.headers["x-content-type-options"] == "nosniff"
-
-
-@pytest.mark.anyio
-async def test_create_app_sends_the_headers_and_serves_only_assets_of_its_own_folder(tmp_path: Path) -> None:
-    from toolwire import Agent
-
-    web = tmp_path / "web"
-    web.mkdir()
-    (web / "index.html").write_text("<!doctype html><title>mine</title>")
-    (web / "app.js").write_text("export {};")
-    (web / "secrets.env").write_text("KEY=1")
-    config = ServerConfig(web_dir=web, frame_ancestors="'self' https://portal.example.com")
-    async with serve_in_process(lambda ctx: Agent(ScriptedModel([])), tmp_path, config=config) as client:
-        page = await client.get("/")
-        assert page.text == "<!doctype html><title>mine</title>"
-        policy = page.headers["content-security-policy"]
-        assert policy.endswith("; frame-ancestors 'self' https://portal.example.com")
-        assert "x-frame-options" not in page.headers  # it would forbid what the policy allows
-        assert (await client.get("/static/app.js")).status_code == 200
-        assert (await client.get("/static/secrets.env")).status_code == 404
-        me = await client.get("/api/me")
-        assert me.json() == {"name": "dev"} and me.headers["x-content-type-options"] == "nosniff"
-    with pytest.raises(UserError, match="cannot be empty"):
-        create_app(lambda ctx: None, store=f"sqlite:///{tmp_path / 'x.db'}",
-                   config=ServerConfig(frame_ancestors="'self'\r\nSet-Cookie: a=b"))
 
 
 def test_the_page_meta_policy_is_the_one_the_server_sends() -> None:
