@@ -4,7 +4,8 @@
 // localStorage under `toolwire.token`, and is removed from the address bar at once. A token in the address
 // never silently replaces a stored one of another user: a link made by someone else would otherwise sign
 // the person into that someone's account, where their next message would land (login CSRF). The page asks
-// first, and always shows who is signed in (`GET api/me`). The open chat is
+// first, in the page as deleting a chat does (a window.confirm would block the page and cannot say which
+// button is the safe one), and always shows who is signed in (`GET api/me`). The open chat is
 // kept in the fragment (`#chat=<id>`), so a reload reopens it and follows its run where it is.
 // Every request resolves `api/...` against the page's own address, so the page also works when a
 // proxy serves it under a path prefix.
