@@ -224,8 +224,9 @@ class ServerProcess:
     """`toolwire serve` in a subprocess: a fresh server on a free port, pointed at the gate."""
 
     def __init__(self, *, db_url: str, gate_url: str, folder: Path, args: Sequence[str] = (),
-                 lease_seconds: float = 2.0) -> None:
+                 lease_seconds: float = 2.0, preexec: Callable[[], None] | None = None) -> None:
         self.db_url = db_url
+        self.preexec = preexec  # run in the child before it starts (resource limits, say)
         self.gate_url = gate_url
         self.folder = folder
         self.args = list(args)
@@ -247,7 +248,8 @@ class ServerProcess:
                    "--tools", "tests.server.gated_tools:TOOLS", "--tokens-file", str(tokens),
                    "--lease-seconds", str(self.lease_seconds), *self.args]
         with out.open("wb") as stdout, err.open("wb") as stderr:
-            self.process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, cwd=self.folder)
+            self.process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, cwd=self.folder,
+                                            preexec_fn=self.preexec)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             found = re.search(rb"Listening on (http://\S+)", out.read_bytes())

@@ -19,6 +19,11 @@ event stream, cancellations and rate limits go through Redis, so any replica can
 cancel any run. A server without `--redis` must be alone on its database, and says so at start-up
 (`toolwire.server.replicas`).
 
+uvicorn runs with httptools and `server.connections`' limits: request heads are bounded (414/431), must
+arrive within `--header-timeout` (408), idle kept-alive connections close after `--timeout-keep-alive`,
+and past `--limit-concurrency` open connections a request gets 503 (README: "Connection limits and the
+reverse proxy"). A running event stream is never cut by these.
+
 Ctrl-C (or SIGTERM) stops accepting runs (`/readyz` turns 503), lets running ones finish for up to
 `--drain-seconds`, interrupts what is left (each records its end and its followers get `run_finished`),
 then exits. A second Ctrl-C stops at once.
@@ -43,6 +48,7 @@ from ..exceptions import ToolwireError, UserError
 from ..models import Model, get_model
 from ..tools import Tool
 from ..toolsets import Toolset
+from ._connections import add_browser_arguments, add_connection_arguments, connection_limits
 from ._render import error_line
 from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
 
@@ -117,6 +123,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API from its pages, e.g. http://localhost:3000 "
                         "(repeatable; '*' for any)")
+    add_connection_arguments(p)
+    add_browser_arguments(p)
     p.add_argument("--fake-delay", type=float, default=0.02,
                    help="seconds between the fake model's stream frames (default: 0.02)")
     p.add_argument("--db-retry-seconds", type=float, default=20.0, metavar="SECONDS",
@@ -233,6 +241,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from ..demo_tools import DEMO_SYSTEM, DEMO_TOOLS
     from ..server import Limits, ServerConfig, create_app
     from ..server.auth import generate_token, read_tokens_file
+    from ..server.connections import uvicorn_options
     from ..store import SQLStore
     from ..store._engine import redacted_url
 
@@ -268,7 +277,7 @@ async def _serve(args: argparse.Namespace) -> None:
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
                           max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
-                          store_retry_seconds=args.db_retry_seconds)
+                          store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors)
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends
@@ -287,9 +296,10 @@ async def _serve(args: argparse.Namespace) -> None:
                            tool_timeout=args.tool_timeout, toolsets=toolsets, clients=clients)
         app = create_app(factory, store=store, tokens=tokens, config=config, **shared)
         state = app.state.toolwire
-        uv_config = uvicorn.Config(app, http="httptools", lifespan="on", log_level=args.log_level,
+        uv_config = uvicorn.Config(app, lifespan="on", log_level=args.log_level,
                                    access_log=args.log_level in ("debug", "info"), ws="none",
-                                   timeout_graceful_shutdown=int(config.shutdown_grace_seconds) + 2)
+                                   timeout_graceful_shutdown=int(config.shutdown_grace_seconds) + 2,
+                                   **uvicorn_options(connection_limits(args)))
         server = _uvicorn_server(uv_config, state.manager.drain)
         _quiet_startup_failure(state)
         port = sock.getsockname()[1]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -37,8 +38,11 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..exceptions import ToolwireError
+from ..exceptions import ToolwireError, UserError
 from ..store import SQLStore, Store, StoreUnavailable
+from ..web import static_file
+from .account import me
+from .browser import BrowserHeaders
 from .errors import ApiError, handle_api_error, handle_http_exception, handle_store_unavailable, handle_unexpected
 from .eventlog import EventLog, InMemoryEventLog
 from .limits import Limits, MemoryRateLimiter, RateLimiter, ReleaseUserRequests, ResultPolicy, UserRequests
@@ -99,6 +103,9 @@ class ServerConfig:
         web_dir: The web client's folder (`None` to serve none).
         cors_origins: Browser origins allowed to call the API from pages they serve (a `useChat` front end
             on its own development server, say); `"*"` allows any. None by default: same origin only.
+        frame_ancestors: Who may show the server's pages in a frame, as a Content-Security-Policy source
+            list (`'self'`, `https://portal.example.com`). `'none'` by default: no site may frame the
+            signed-in page (and trick a click on its Approve button).
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -113,6 +120,17 @@ class ServerConfig:
     log_retention_seconds: float = 900.0
     web_dir: Path | None = WEB_DIR
     cors_origins: tuple[str, ...] = ()
+    frame_ancestors: str = "'none'"
+
+
+class PageAssets(StaticFiles):
+    """The page's own files (`toolwire.web.static_file`: by extension), never the package's Python files or
+    its `package.json`; anything else is a 404."""
+
+    def lookup_path(self, path: str) -> tuple[str, os.stat_result | None]:
+        if self.directory is None or static_file(path, Path(self.directory)) is None:
+            return "", None
+        return super().lookup_path(path)
 
 
 def create_app(
@@ -140,6 +158,9 @@ def create_app(
         rate_limiter: Per-user rate limits (default: counted in this process, from `config.limits`).
     """
     config = config or ServerConfig()
+    if not config.frame_ancestors.strip() or any(c in config.frame_ancestors for c in ";,\r\n"):
+        raise UserError("frame_ancestors is a list of sources separated by spaces, such as \"'self' "
+                        "https://portal.example.com\", or \"'none'\"; it cannot be empty or hold ';' or ','.")
     limits = config.limits
     the_store: Store = store if store is not None and not isinstance(store, str) else SQLStore(store or "toolwire.db")
     log = event_log or InMemoryEventLog(max_events_per_chat=config.max_events_per_chat,
@@ -202,6 +223,7 @@ def create_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/api/me", me, methods=["GET"]),
         Route("/api/chats", create_chat, methods=["POST"]),
         Route("/api/chats", list_chats, methods=["GET"]),
         Route(chat, get_chat, methods=["GET"]),
@@ -220,7 +242,7 @@ def create_app(
         Route("/api/agui", agui_run, methods=["POST"]),
     ]
     if config.web_dir is not None and config.web_dir.is_dir():
-        routes.append(Mount("/static", StaticFiles(directory=config.web_dir), name="static"))
+        routes.append(Mount("/static", PageAssets(directory=config.web_dir), name="static"))
     handlers: dict[Any, Any] = {ApiError: handle_api_error, HTTPException: handle_http_exception,
                                 StoreUnavailable: handle_store_unavailable, Exception: handle_unexpected}
     with contextlib.suppress(ImportError):
@@ -230,13 +252,14 @@ def create_app(
 
         handlers.update({RedisAway: handle_unexpected, RedisSlow: handle_unexpected})
     # Outermost: a request's span covers what CORS answers too, and continues the caller's trace.
-    middleware = [Middleware(RequestSpans, routes=routes), Middleware(ReleaseUserRequests)]
+    middleware = [Middleware(RequestSpans, routes=routes), Middleware(ReleaseUserRequests),
+                  Middleware(BrowserHeaders, frame_ancestors=config.frame_ancestors)]
     if config.cors_origins:
         # Bearer tokens, not cookies: no credentials mode; the headers a streaming client reads are exposed.
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
                                      allow_methods=["GET", "POST", "PATCH", "DELETE"],
                                      allow_headers=["authorization", "content-type", "last-event-id"],
-                                     expose_headers=["x-run-id", "location", "x-vercel-ai-ui-message-stream"],
+                                     expose_headers=["x-run-id", "x-chat-id", "location", "x-vercel-ai-ui-message-stream"],
                                      max_age=600))
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
     app.state.toolwire = state

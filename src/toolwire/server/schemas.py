@@ -346,6 +346,9 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
     }
     paths.update(_protocol_paths(op, schemas, chat_id, run_started))
     plain = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
+    paths["/api/me"] = {"get": op("Who this API token belongs to (the user's name)", {"200": {
+        "description": "The user", "content": {"application/json": {"schema": {
+            "type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}}})}
     paths["/healthz"] = {"get": {"summary": "The process is up", "responses": {"200": plain}}}
     paths["/readyz"] = {"get": {"summary": "Ready to serve (database reachable, accepting runs)",
                                 "responses": {"200": plain, "503": plain}}}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ASSET_TYPES", "INDEX_HTML", "WEB_DIR", "static_file"]
+__all__ = ["ASSET_TYPES", "INDEX_HTML", "PAGE_POLICY", "WEB_DIR", "static_file"]
 
 WEB_DIR: Path = Path(__file__).resolve().parent
 INDEX_HTML: Path = WEB_DIR / "index.html"
@@ -30,11 +30,19 @@ ASSET_TYPES: dict[str, str] = {
 """Content types of the files the page loads (module scripts must be served as JavaScript)."""
 
 
-def static_file(name: str) -> Path | None:
-    """The asset `name` (a path under `/static/`), or `None` when there is no such page asset."""
+PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+               "base-uri 'none'; form-action 'none'")
+"""The page's Content-Security-Policy, as its `<meta>` tag says it. The server sends it as a header too, with
+`frame-ancestors` (which a `<meta>` policy cannot carry): no other site may frame the page."""
+
+
+def static_file(name: str, folder: Path = WEB_DIR) -> Path | None:
+    """The asset `name` (a path under `/static/`) of `folder`, or `None` when there is no such page asset:
+    only the page's own kinds of files are (by extension), never this module or `package.json`."""
     if not name or name.startswith("/") or "\\" in name or "\0" in name:
         return None
-    path = (WEB_DIR / name).resolve()
-    if not path.is_relative_to(WEB_DIR) or path.suffix not in ASSET_TYPES or not path.is_file():
+    root = folder.resolve()
+    path = (root / name).resolve()
+    if not path.is_relative_to(root) or path.suffix not in ASSET_TYPES or not path.is_file():
         return None
     return path

@@ -68,6 +68,11 @@ export class Api {
     return response.json();
   }
 
+  /** Who the token belongs to: `{name}`. */
+  me() {
+    return this.json("GET", "api/me");
+  }
+
   listChats() {
     return this.json("GET", "api/chats");
   }

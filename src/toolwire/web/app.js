@@ -1,7 +1,11 @@
 // The page: the access token, the chat list, the open chat and the message box.
 //
 // The token comes from the address's fragment (`#token=...`, as `toolwire serve` prints it), is kept in
-// localStorage under `toolwire.token`, and is removed from the address bar at once. The open chat is
+// localStorage under `toolwire.token`, and is removed from the address bar at once. A token in the address
+// never silently replaces a stored one of another user: a link made by someone else would otherwise sign
+// the person into that someone's account, where their next message would land (login CSRF). The page asks
+// first, in the page as deleting a chat does (a window.confirm would block the page and cannot say which
+// button is the safe one), and always shows who is signed in (`GET api/me`). The open chat is
 // kept in the fragment (`#chat=<id>`), so a reload reopens it and follows its run where it is.
 // Every request resolves `api/...` against the page's own address, so the page also works when a
 // proxy serves it under a path prefix.
@@ -14,17 +18,16 @@ import { ChatSession, describe } from "./session.js";
 export const TOKEN_KEY = "toolwire.token";
 const TITLE_LENGTH = 60;
 
-/** Move a `#token=` from the address into storage; returns the token to use (or null). */
+/** Take a `#token=` out of the address: the stored token, and the one the address offered (not stored yet). */
 export function takeToken(win = window) {
   const params = new URLSearchParams(win.location.hash.slice(1));
-  const fromAddress = params.get("token");
-  if (fromAddress) {
-    win.localStorage.setItem(TOKEN_KEY, fromAddress);
+  const offered = params.get("token") || null;
+  if (offered) {
     params.delete("token");
     const rest = params.toString();
     win.history.replaceState(null, "", `${win.location.pathname}${win.location.search}${rest ? `#${rest}` : ""}`);
   }
-  return win.localStorage.getItem(TOKEN_KEY);
+  return { stored: win.localStorage.getItem(TOKEN_KEY), offered };
 }
 
 function chatIdFromAddress(win = window) {
@@ -45,6 +48,8 @@ class App {
       app: $("app"), login: $("login"), loginForm: $("login-form"), loginToken: $("login-token"), loginMessage: $("login-message"),
       sidebar: $("sidebar"), menu: $("menu"), newChat: $("new-chat"), chatList: $("chat-list"), listMessage: $("list-message"),
       title: $("chat-title"), connection: $("connection"), conversation: $("conversation"), empty: $("empty"),
+      signedIn: $("signed-in"), switchBox: $("switch"), switchMessage: $("switch-message"), switchYes: $("switch-yes"),
+      switchNo: $("switch-no"),
       composer: $("composer"), message: $("message"), send: $("send"), stop: $("stop"), composerHint: $("composer-hint"),
     };
     this.api = null;
@@ -53,24 +58,92 @@ class App {
     this.chats = [];
     this.confirming = null; // the chat id whose delete button asks for confirmation
     this.running = null; // the id of the open chat's run being followed
+    this.who = Promise.resolve(null); // the signed-in user's name (`api/me`), once known
+    this.onSwitchYes = null; // what the question box's first button does
   }
 
   start() {
-    const token = takeToken();
     this.bind();
+    this.takeAddressToken();
+  }
+
+  /** At start, and whenever the address gets a `#token=` (a link opened in this tab). */
+  takeAddressToken() {
+    const { stored, offered } = takeToken();
+    if (offered && stored && offered !== stored) {
+      if (this.api === null) this.signIn(stored);
+      else this.route();
+      this.offerSwitch(offered);
+      return;
+    }
+    if (offered) localStorage.setItem(TOKEN_KEY, offered);
+    const token = offered ?? stored;
     if (!token) {
       this.showLogin("This page needs the access token that `toolwire serve` printed. Open the URL it printed, or paste the token here.");
       return;
     }
-    this.signIn(token);
+    if (this.api?.token === token && !this.ui.app.hidden) this.route();
+    else this.signIn(token);
   }
 
   signIn(token) {
     this.api = new Api({ base: this.doc.baseURI, token });
     this.ui.login.hidden = true;
     this.ui.app.hidden = false;
+    this.ui.signedIn.textContent = "";
+    this.who = this.showWho(this.api);
     this.refreshChats();
     this.route();
+  }
+
+  /** Show who the token belongs to; the user's name, or null when the server did not say. */
+  async showWho(api) {
+    try {
+      const { name } = await api.me();
+      if (api === this.api) this.ui.signedIn.textContent = `Signed in as ${name}`;
+      return name;
+    } catch (error) {
+      if (api === this.api && error instanceof ApiError && error.status === 401) this.fail(error);
+      return null; // a server without `api/me` works all the same
+    }
+  }
+
+  /** The address offered another token than the stored one: ask before signing in as someone else. */
+  async offerSwitch(offered) {
+    const { ui } = this;
+    const current = await this.who;
+    let name;
+    try {
+      ({ name } = await new Api({ base: this.doc.baseURI, token: offered }).me());
+    } catch (error) {
+      this.ask(`The address you opened carried an access token that did not work (${describe(error)}) You are still ${current ? `signed in as ${current}` : "signed in"}.`, null);
+      return;
+    }
+    if (current === null || current === name) {
+      this.switchTo(offered); // the same person (another of their tokens), or no one signed in to protect
+      return;
+    }
+    this.ask(`The address you opened signs in as ${name}. You are signed in as ${current}: your chats and messages stay in ${current}'s account unless you switch.`,
+      { yes: `Switch to ${name}`, no: `Stay ${current}`, onYes: () => this.switchTo(offered) });
+    ui.switchNo.focus();
+  }
+
+  /** Show the question box: a message, and either two choices or (choices null) one button that closes it. */
+  ask(message, choices) {
+    const { ui } = this;
+    ui.switchMessage.textContent = message;
+    ui.switchYes.hidden = choices === null;
+    ui.switchNo.textContent = choices === null ? "OK" : choices.no;
+    if (choices !== null) ui.switchYes.textContent = choices.yes;
+    this.onSwitchYes = choices?.onYes ?? null;
+    ui.switchBox.hidden = false;
+  }
+
+  switchTo(token) {
+    this.ui.switchBox.hidden = true;
+    localStorage.setItem(TOKEN_KEY, token);
+    this.closeChat();
+    this.signIn(token);
   }
 
   showLogin(message) {
@@ -102,6 +175,11 @@ class App {
       ui.loginToken.value = "";
       this.signIn(token);
     });
+    ui.switchYes.addEventListener("click", () => this.onSwitchYes?.());
+    ui.switchNo.addEventListener("click", () => {
+      ui.switchBox.hidden = true;
+      ui.message.focus();
+    });
     ui.newChat.addEventListener("click", () => this.newChat());
     ui.menu.addEventListener("click", () => this.toggleSidebar());
     // Picking a chat closes the list on a phone, even the chat already open (no hashchange then).
@@ -123,7 +201,10 @@ class App {
     });
     ui.message.addEventListener("input", () => this.fitMessageBox());
     ui.stop.addEventListener("click", () => this.session?.stop());
-    window.addEventListener("hashchange", () => this.route());
+    window.addEventListener("hashchange", () => {
+      if (new URLSearchParams(location.hash.slice(1)).has("token")) this.takeAddressToken();
+      else this.route();
+    });
     // Chats made or renamed in another tab show up when this one is looked at again.
     this.doc.addEventListener("visibilitychange", () => {
       if (!this.doc.hidden && this.api !== null && !this.ui.app.hidden) this.refreshChats();
