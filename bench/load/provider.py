@@ -72,6 +72,14 @@ def shape_marker(events: int, argument_deltas: int, interval: float) -> str:
     return f"[shape {events} {argument_deltas} {interval:g}]"
 
 
+def chat_shape(request_body: bytes, events: int, argument_deltas: int, interval: float) -> tuple[int, int, float]:
+    """The request's (events, argument deltas, interval): its shape marker's, or the given defaults."""
+    marker = _SHAPE.search(request_body)
+    if marker is None:
+        return events, argument_deltas, interval
+    return int(marker.group(1)), int(marker.group(2)), float(marker.group(3))
+
+
 def deltas_per_chat(events: int, argument_deltas: int) -> int:
     """The stamped deltas one chat of the `agent` shape is made of (both answers' text and both calls' arguments)."""
     return 2 * events + 2 * argument_deltas
@@ -101,7 +109,8 @@ def _tool_call_chunks(argument_deltas: int) -> Iterator[bytes | None]:
             yield _chunk(_delta(tool_calls=[{"index": index, "function": {"arguments": text}}]))
 
 
-def _answer(shape: str, request_body: bytes, events: int, argument_deltas: int) -> Iterator[bytes | None]:
+def answer(shape: str, request_body: bytes, events: int, argument_deltas: int) -> Iterator[bytes | None]:
+    """The response body's chunks (HTTP chunked framing, SSE inside); None where the next delta waits a beat."""
     yield _chunk(_delta("", role="assistant"))
     yield from _text_chunks(events)
     if shape == "agent" and not _TOOL_RESULT.search(request_body):
@@ -137,14 +146,10 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sh
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
             body = await _read_body(reader, head)
-            chat_events, chat_argument_deltas, chat_interval = events, argument_deltas, interval
-            marker = _SHAPE.search(body)
-            if marker:
-                chat_events, chat_argument_deltas = int(marker.group(1)), int(marker.group(2))
-                chat_interval = float(marker.group(3))
+            chat_events, chat_argument_deltas, chat_interval = chat_shape(body, events, argument_deltas, interval)
             writer.write(_HEAD)
             next_at = time.monotonic()
-            for frame in _answer(shape, body, chat_events, chat_argument_deltas):
+            for frame in answer(shape, body, chat_events, chat_argument_deltas):
                 if frame is None:
                     next_at += chat_interval
                     await asyncio.sleep(max(0.0, next_at - time.monotonic()))
