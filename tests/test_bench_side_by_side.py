@@ -161,3 +161,12 @@ def test_the_report_gives_ratios_to_the_floor_and_the_peers_and_judges_the_targe
            "CPU per delta 1.25x the floor's ✓" in text
     assert "toolwire, PostgreSQL, native route: p99 400.0 ms vs the AI SDK's 50.0 ✗" in text
     assert "| toolwire, PostgreSQL, native route | 197 / **3** |" in text
+
+
+def test_a_split_the_run_could_not_resolve_gets_no_ratio_and_no_verdict(tmp_path: Path) -> None:
+    results = [_result("relay", 12, 4.0, 20.0, 0.9), _result("toolwire-pg", 12, 28.0, 48.0, -0.2)]
+    args = argparse.Namespace(out=tmp_path, events=3, argument_deltas=3, interval=0.2, ramp_rate=100.0, grace=10.0)
+    text = write(results, args, "bench/side_by_side/run --quick").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| toolwire, PostgreSQL, native route | 2.40x"))
+    assert row.split(" | ")[4] == "-"  # CPU/delta ÷ floor
+    assert "CPU per delta" not in text.split("### Issue #22's targets")[1]

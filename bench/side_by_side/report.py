@@ -22,7 +22,8 @@ floor's; no chat stuck, no error, nothing lost at 1,000."""
 
 
 def ratio(mine: float | None, theirs: float | None) -> str:
-    if mine is None or not theirs:
+    """mine ÷ theirs; "-" when either is missing or not positive (a split the run could not resolve)."""
+    if mine is None or theirs is None or mine <= 0 or theirs <= 0:
         return "-"
     return f"{mine / theirs:.2f}x"
 
@@ -83,7 +84,7 @@ def _goals(sizes: Mapping[int, Mapping[str, Mapping[str, Any]]]) -> list[str]:
                 checks.append(f"p99 {mine['latency_ms']['p99']:,} ms vs the AI SDK's {ai_sdk['latency_ms']['p99']:,} "
                               f"{_mark(mine['latency_ms']['p99'] <= ai_sdk['latency_ms']['p99'])}")
             for measure, name in (("cpu_ms_per_chat", "CPU per chat"), ("cpu_ms_per_delta", "CPU per delta")):
-                if floor and floor[measure] and mine[measure] is not None:
+                if floor and floor[measure] and floor[measure] > 0 and mine[measure] and mine[measure] > 0:
                     times = mine[measure] / floor[measure]
                     checks.append(f"{name} {times:.2f}x the floor's {_mark(times <= GOALS['cpu_ratio'])}")
             if chats >= GOALS["clean_size"]:
@@ -111,7 +112,9 @@ def markdown(run: Mapping[str, Any]) -> str:
              "CPU is the server processes' own (PostgreSQL's and Redis's are not counted), from before the first chat "
              "is created to the end. *CPU ms per chat* is the measured pass's whole cost divided by its chats; *per "
              "delta* and *fixed per chat* are the line through it and a pass of as many short chats (4 deltas, as "
-             "long in time) on the same servers.",
+             "long in time) on the same servers. A per-delta figure at or below zero means the two passes differed "
+             "by less than the CPU clock (10 ms ticks) and the machine's noise resolve (more or longer chats "
+             "needed); its ratios are left out (-).",
              "",
              f"Each chat: {shape['events']} text deltas, two tool calls streamed in parallel ({shape['argument_deltas']} "
              f"argument deltas each), the tools run, {shape['events']} more text deltas: "
