@@ -1,6 +1,6 @@
 """toolwire's chat server side by side with the floor and its peers, under the same load, in one run.
 
-    bench/side_by_side/run                      # N = 50, 200, 500, 1,000 chats, every server (about 40 minutes)
+    bench/side_by_side/run                      # N = 50, 200, 500, 1,000 chats, every server (estimated 35 minutes)
     bench/side_by_side/run --quick              # a smoke run: 4 and 12 chats of 2.4 s, into bench/results/quick/
     bench/side_by_side/run --sizes 200 --servers relay,ai-sdk,toolwire-sqlite
 
