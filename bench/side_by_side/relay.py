@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -125,7 +126,12 @@ def make_app(provider_url: str) -> Starlette:
         text = "".join(part.get("text", "") for part in last.get("parts", ()) if part.get("type") == "text")
         return StreamingResponse(_chat(client, text), media_type="text/event-stream", headers=_HEADERS)
 
-    return Starlette(routes=[Route("/api/chat", chat, methods=["POST"])])
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with client:
+            yield
+
+    return Starlette(routes=[Route("/api/chat", chat, methods=["POST"])], lifespan=lifespan)
 
 
 def main() -> None:
