@@ -38,7 +38,7 @@ import tempfile
 import time
 from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -360,10 +360,14 @@ def services(with_redis: bool) -> Iterator[tuple[str, Any, str | None]]:
         yield database, redis_command, redis.url
 
 
-def start_servers(count: int, folder: Path, database: str, provider_port: int, redis_url: str | None) -> list[Server]:
+def start_servers(count: int, folder: Path, database: str, provider_port: int, redis_url: str | None,
+                  extra: Sequence[str] = ()) -> list[Server]:
+    """`count` processes of `toolwire serve` on one database; `extra` arguments go to each (`--tools ...`)."""
     tokens = folder / "tokens.txt"
     tokens.write_text(f"load {TOKEN}\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    # The repository too: `--tools` may name a module of the benchmark's.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO),
+                                                        os.environ.get("PYTHONPATH", "")])}
     servers = []
     for number in range(count):
         command = [sys.executable, "-m", "toolwire", "serve", "--db", database, "--port", "0",
@@ -373,6 +377,7 @@ def start_servers(count: int, folder: Path, database: str, provider_port: int, r
                    "--max-user-requests", "1000000", "--log-level", "warning"]
         if redis_url:
             command += ["--redis", redis_url]
+        command += extra
         process, found = start(command, folder / f"server-{number}.log", rb"Listening on (http://\S+)", env)
         servers.append(Server(url=found.group(1).decode(), process=process))
     return servers

@@ -1,23 +1,42 @@
-"""The load benchmark's model: an OpenAI-compatible chat completions stream at a steady pace, on raw asyncio.
+"""The load benchmarks' model: an OpenAI-compatible chat completions stream at a steady pace, on raw asyncio.
 
-Every request is answered with `--events` text chunks, one every `--interval` seconds, then the finish
-chunk, the usage chunk and `[DONE]`. Each chunk's text is the moment it was written (`time.time()`, then a
-space): the benchmark's client reads it back from the server's `text_delta` event, so the latency it
-reports is from the event's creation (here) to its arrival at the client, through the whole server.
-A thousand streams cost this process little (one sleeping task per stream, no HTTP framework).
+Every delta the model sends carries the moment it was written (`time.time()` to the microsecond, then a
+space): the benchmark's client reads it back from the server's event, so the latency it reports is from the
+delta's creation (here) to its arrival at the client, through the whole server. A thousand streams cost this
+process little (one sleeping task per stream, no HTTP framework). Two shapes:
+
+- `text` (`bench/load`): every request is answered with `--events` text chunks, one every `--interval`
+  seconds, then the finish chunk, the usage chunk and `[DONE]`.
+- `agent` (`bench/side_by_side`): a request without tool results is answered with `--events` text chunks,
+  then two tool calls streamed in parallel (`word_count` and `char_count`, each argument `{"text": "..."}`
+  cut into `--argument-deltas` fragments, the two calls' fragments alternating), finish reason `tool_calls`;
+  a request that carries tool results (a `"role": "tool"` message) with `--events` text chunks, the final
+  answer. Every text chunk and argument fragment is one paced, stamped delta. A request whose messages
+  contain `[shape EVENTS ARGUMENT_DELTAS INTERVAL]` (the user's text, which every request of the chat
+  carries) gets that shape instead of the command line's: the benchmark runs short chats on the same servers
+  to tell the cost of a delta from the cost of a chat.
 
     python -m bench.load.provider --port 0 --events 300 --interval 0.2
+    python -m bench.load.provider --port 0 --shape agent --events 10 --argument-deltas 10
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import re
 import time
+from collections.abc import Iterator
+from typing import Any
 
 _HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
          b"transfer-encoding: chunked\r\n\r\n")
+_TOOL_RESULT = re.compile(rb'"role"\s*:\s*"tool"')
+_SHAPE = re.compile(rb"\[shape (\d+) (\d+) ([0-9.]+)\]")
+TOOL_NAMES = ("word_count", "char_count")
+_call_numbers = itertools.count()
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -25,12 +44,15 @@ def _chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(frame), frame)
 
 
-def _delta(content: str | None = None, finish: str | None = None, role: str | None = None) -> bytes:
-    delta: dict[str, str] = {}
+def _delta(content: str | None = None, finish: str | None = None, role: str | None = None,
+           tool_calls: list[dict[str, Any]] | None = None) -> bytes:
+    delta: dict[str, Any] = {}
     if role is not None:
         delta["role"] = role
     if content is not None:
         delta["content"] = content
+    if tool_calls is not None:
+        delta["tool_calls"] = tool_calls
     body = {"id": "chatcmpl-load", "object": "chat.completion.chunk", "created": 0, "model": "load",
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     return json.dumps(body, separators=(",", ":")).encode()
@@ -41,22 +63,98 @@ _USAGE = json.dumps({"id": "chatcmpl-load", "object": "chat.completion.chunk", "
                                               "total_tokens": 20}}).encode()
 
 
-async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, events: int, interval: float) -> None:
+def stamp() -> str:
+    return f"{time.time():.6f} "
+
+
+def shape_marker(events: int, argument_deltas: int, interval: float) -> str:
+    """The text that, in a chat's user message, sets the chat's shape (see the module's docstring)."""
+    return f"[shape {events} {argument_deltas} {interval:g}]"
+
+
+def chat_shape(request_body: bytes, events: int, argument_deltas: int, interval: float) -> tuple[int, int, float]:
+    """The request's (events, argument deltas, interval): its shape marker's, or the given defaults."""
+    marker = _SHAPE.search(request_body)
+    if marker is None:
+        return events, argument_deltas, interval
+    return int(marker.group(1)), int(marker.group(2)), float(marker.group(3))
+
+
+def deltas_per_chat(events: int, argument_deltas: int) -> int:
+    """The stamped deltas one chat of the `agent` shape is made of (both answers' text and both calls' arguments)."""
+    return 2 * events + 2 * argument_deltas
+
+
+def _text_chunks(events: int) -> Iterator[bytes | None]:
+    """The answer's stamped text chunks; None before each means: wait for the next beat first."""
+    for _ in range(events):
+        yield None
+        yield _chunk(_delta(stamp()))
+
+
+def _tool_call_chunks(argument_deltas: int) -> Iterator[bytes | None]:
+    """Two calls' starts, then their argument fragments alternating: `{"text":"<stamp> ` ... `<stamp> "}`."""
+    number = next(_call_numbers)
+    calls = [{"index": index, "id": f"call_{number}_{index}", "type": "function",
+              "function": {"name": name, "arguments": ""}} for index, name in enumerate(TOOL_NAMES)]
+    yield _chunk(_delta(tool_calls=calls))
+    for fragment in range(argument_deltas):
+        for index in range(len(TOOL_NAMES)):
+            yield None
+            text = stamp()  # after the wait: the moment it is written
+            if fragment == 0:
+                text = '{"text":"' + text
+            if fragment == argument_deltas - 1:
+                text += '"}'
+            yield _chunk(_delta(tool_calls=[{"index": index, "function": {"arguments": text}}]))
+
+
+def answer(shape: str, request_body: bytes, events: int, argument_deltas: int) -> Iterator[bytes | None]:
+    """The response body's chunks (HTTP chunked framing, SSE inside); None where the next delta waits a beat."""
+    yield _chunk(_delta("", role="assistant"))
+    yield from _text_chunks(events)
+    if shape == "agent" and not _TOOL_RESULT.search(request_body):
+        yield from _tool_call_chunks(argument_deltas)
+        finish = "tool_calls"
+    else:
+        finish = "stop"
+    yield _chunk(_delta(finish=finish)) + _chunk(_USAGE) + _chunk(b"[DONE]") + b"0\r\n\r\n"
+
+
+async def _read_body(reader: asyncio.StreamReader, head: bytes) -> bytes:
+    length = 0
+    chunked = False
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+        elif name.strip().lower() == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    if not chunked:
+        return await reader.readexactly(length)
+    parts = []
+    while True:  # a client that streams its request body (Node's fetch may)
+        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+        parts.append(await reader.readexactly(size + 2))
+        if size == 0:
+            return b"".join(part[:-2] for part in parts)
+
+
+async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, shape: str, events: int,
+                  argument_deltas: int, interval: float) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            await reader.readexactly(length)
-            writer.write(_HEAD + _chunk(_delta("", role="assistant")))
+            body = await _read_body(reader, head)
+            chat_events, chat_argument_deltas, chat_interval = chat_shape(body, events, argument_deltas, interval)
+            writer.write(_HEAD)
             next_at = time.monotonic()
-            for _ in range(events):
-                next_at += interval
-                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-                writer.write(_chunk(_delta(f"{time.time():.6f} ")))
-            writer.write(_chunk(_delta(finish="stop")) + _chunk(_USAGE) + _chunk(b"[DONE]") + b"0\r\n\r\n")
+            for frame in answer(shape, body, chat_events, chat_argument_deltas):
+                if frame is None:
+                    next_at += chat_interval
+                    await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                else:
+                    writer.write(frame)
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
@@ -64,9 +162,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ev
         writer.close()
 
 
-async def serve(port: int, events: int, interval: float) -> None:
-    server = await asyncio.start_server(lambda r, w: _handle(r, w, events, interval), "127.0.0.1", port,
-                                        backlog=4096)
+async def serve(port: int, events: int, interval: float, shape: str = "text", argument_deltas: int = 0) -> None:
+    server = await asyncio.start_server(lambda r, w: _handle(r, w, shape, events, argument_deltas, interval),
+                                        "127.0.0.1", port, backlog=4096)
     print(f"Listening on port {server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await server.serve_forever()
@@ -75,10 +173,13 @@ async def serve(port: int, events: int, interval: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--events", type=int, default=300)
-    parser.add_argument("--interval", type=float, default=0.2)
+    parser.add_argument("--events", type=int, default=300, help="text chunks per answer")
+    parser.add_argument("--interval", type=float, default=0.2, help="seconds between two stamped deltas")
+    parser.add_argument("--shape", choices=["text", "agent"], default="text")
+    parser.add_argument("--argument-deltas", type=int, default=10,
+                        help="with --shape agent: argument fragments per tool call")
     args = parser.parse_args()
-    asyncio.run(serve(args.port, args.events, args.interval))
+    asyncio.run(serve(args.port, args.events, args.interval, args.shape, args.argument_deltas))
 
 
 if __name__ == "__main__":
