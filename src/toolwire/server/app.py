@@ -259,7 +259,8 @@ def create_app(
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
                                      allow_methods=["GET", "POST", "PATCH", "DELETE"],
                                      allow_headers=["authorization", "content-type", "last-event-id"],
-                                     expose_headers=["x-run-id", "x-chat-id", "location", "x-vercel-ai-ui-message-stream"],
+                                     expose_headers=["x-run-id", "x-chat-id", "location",
+                                                     "x-vercel-ai-ui-message-stream"],
                                      max_age=600))
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
     app.state.toolwire = state
