@@ -176,7 +176,8 @@ async def _native_events(api: Api, chat: str, after: str | None) -> AsyncIterato
 
 async def test_the_same_message_sent_to_two_replicas_at_once_attaches_every_copy_to_the_live_run(
         replica: Replica, gate: GateServer) -> None:
-    a, b = (replica("--runs-per-minute", "100000") for _ in range(2))
+    a, b = (replica("--runs-per-minute", "100000", "--writes-per-minute", "100000", "--max-user-requests", "1000")
+            for _ in range(2))
     chats_count, per_chat = 30, 6
     gate.script("twice", text("Answered once.", chunks=3))
     statuses: dict[int, int] = {}

@@ -321,3 +321,16 @@ def test_the_readme_names_each_limit_with_its_flag_and_default() -> None:
                      "--timeout-keep-alive": defaults.keep_alive_timeout}[flag]
             assert float(number.group()) == value, flag
     assert defaults.max_header_bytes == 32 * 1024
+
+
+def test_the_help_copy_of_the_limits_defaults_matches_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without the `server` extra builds `serve --help` from a copy of the defaults."""
+    from toolwire.cli._connections import _defaults
+    from toolwire.server.connections import ConnectionLimits
+
+    monkeypatch.setitem(sys.modules, "toolwire.server.connections", None)  # importing it now fails
+    copy = _defaults()
+    assert not isinstance(copy, ConnectionLimits)
+    real = ConnectionLimits()
+    assert vars(copy) == {name: getattr(real, name) for name in vars(copy)}
+    assert set(vars(copy)) == {f for f in ConnectionLimits.__dataclass_fields__ if f != "max_connections"}

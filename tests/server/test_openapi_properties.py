@@ -37,7 +37,7 @@ def test_no_generated_request_gets_a_server_error(server: ServerProcess, gate: G
     operations: dict[str, int] = {}
 
     @seed(20250101)
-    @settings(max_examples=300, deadline=None, database=None,
+    @settings(max_examples=400, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
     @given(case=cases, data=st.data())
     def check(case: schemathesis.Case, data: st.DataObject) -> None:

@@ -4,15 +4,30 @@ who may frame the page (`ServerConfig.frame_ancestors`)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
-from ..server.connections import ConnectionLimits
 
-_DEFAULTS = ConnectionLimits()
+if TYPE_CHECKING:
+    from ..server.connections import ConnectionLimits
+
+
+def _defaults() -> Any:
+    """The limits' defaults, read from `ConnectionLimits`. The command line is built by installs without the
+    `server` extra too (where `serve` then says what to install), and the server package needs Starlette and
+    uvicorn: there the help shows the same numbers from a copy."""
+    try:
+        from ..server.connections import ConnectionLimits
+    except ImportError:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(header_timeout=10.0, keep_alive_timeout=5, max_request_line_bytes=8190,
+                               max_header_fields=100, max_header_field_bytes=8190, max_header_bytes=32_768)
+    return ConnectionLimits()
 
 
 def add_connection_arguments(p: Any) -> None:
+    _DEFAULTS = _defaults()
     p.add_argument("--limit-concurrency", type=int, default=None, metavar="N",
                    help="connections open at once (event streams included); a request past it gets 503 "
                         "(default: half the open-file limit, `ulimit -n`)")
@@ -38,6 +53,8 @@ def add_browser_arguments(p: Any) -> None:
 
 
 def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    from ..server.connections import ConnectionLimits
+
     for flag, value in (("--limit-concurrency", args.limit_concurrency), ("--header-timeout", args.header_timeout),
                         ("--timeout-keep-alive", args.timeout_keep_alive),
                         ("--max-request-line", args.max_request_line),
