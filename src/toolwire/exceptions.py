@@ -21,9 +21,12 @@
     │                                   be decompressed, or ended before the response was complete
     ├── MaxStepsExceeded            the agent loop hit `max_steps`; carries the history so far
     ├── UsageLimitExceeded          a run reached one of its `UsageLimits`; carries the history so far
+    │   └── UsageBudgetExceeded     a `UsageBudget` shared by several runs is spent
+    ├── ToolRetriesExceeded         a tool asked for more retries (`ModelRetry`) than its limit; carries the history
     ├── InstructionError            a dynamic instruction (a function of `system=`) raised; carries the history
     ├── OutputValidationError       typed output still invalid after `output_retries`; carries the history
     ├── OutputRejected              raise in an output validator to send the answer back with a message
+    ├── ModelRetry                  raise in a tool or an output validator to ask the model to try again
     └── ToolError                   raise inside a tool to send a clean error message to the model
 
 Provider and transport errors are converted at the wire edge (`raise ... from exc`), so callers only
@@ -47,6 +50,7 @@ __all__ = [
     "MCPServerError",
     "MalformedStreamError",
     "MaxStepsExceeded",
+    "ModelRetry",
     "OutputRejected",
     "OutputValidationError",
     "ProviderConnectionError",
@@ -61,7 +65,9 @@ __all__ = [
     "StreamError",
     "StreamInterruptedError",
     "ToolError",
+    "ToolRetriesExceeded",
     "ToolwireError",
+    "UsageBudgetExceeded",
     "UsageLimitExceeded",
     "UserError",
 ]
@@ -199,6 +205,30 @@ class UsageLimitExceeded(ToolwireError):
         self.messages = messages
 
 
+class UsageBudgetExceeded(UsageLimitExceeded):
+    """A `UsageBudget` shared by several runs (or agents) is spent; this run stopped before exceeding it.
+
+    `limit` and `value` name the budget's limit; `messages` is this run's valid history so far.
+    """
+
+
+class ToolRetriesExceeded(ToolwireError):
+    """A tool raised `ModelRetry` more often than its `retries` allow; the run stopped after that round.
+
+    Attributes:
+        tool: The tool's name.
+        retries: Its retry limit (`@tool(retries=N)`, else the agent's `retries`).
+        messages: The run's new messages so far; the history they form is valid (every call answered, the
+            last retry's message included as the call's error result).
+    """
+
+    def __init__(self, message: str, *, tool: str, retries: int, messages: list[Message]) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.retries = retries
+        self.messages = messages
+
+
 class InstructionError(ToolwireError):
     """A dynamic instruction (a function given as `system=`) raised; the run stopped before its request.
 
@@ -217,6 +247,20 @@ class OutputRejected(ToolwireError):
     """Raise in an output validator to refuse an answer: `message` goes back to the model, which answers again.
 
     Rejections count against the agent's `output_retries`, like answers that do not validate.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ModelRetry(ToolwireError):
+    """Raise in a tool or an output validator to ask the model to try again, telling it `message`.
+
+    From a tool, `message` becomes the call's error result; each tool may ask `retries` times in a row
+    (`@tool(retries=N)`, else the agent's `retries=`) before the run stops with `ToolRetriesExceeded`.
+    From an output validator it acts as `OutputRejected`: the answer goes back to the model, counted
+    against `output_retries`.
     """
 
     def __init__(self, message: str) -> None:

@@ -29,7 +29,7 @@ import re
 import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, cast, get_origin, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, cast, get_origin, get_type_hints, overload
 
 import anyio.to_thread
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
@@ -38,6 +38,9 @@ from typing_extensions import TypeVar
 from .events import Usage
 from .exceptions import ToolError, UserError
 from .messages import Message, ToolCallPart
+
+if TYPE_CHECKING:
+    from .models import Model
 
 __all__ = ["ApprovalPredicate", "DepsT", "RunContext", "Tool", "ToolDefinition", "approval_needed", "tool"]
 
@@ -82,10 +85,16 @@ class RunContext(Generic[DepsT]):
         conversation_id: The chat memory conversation of the run (`None` without a memory).
         tool_call: The call being answered inside a tool (and an approval rule); `None` elsewhere.
         metadata: Free-form data a tool may fill in; it is copied into the call's `ToolResultEvent`.
+        model: The model the run uses (after `Agent.override`, the overriding one); `None` outside a run.
+        run_id: The run's id (`AgentRun.id`, also in logs and traces).
+        retry: Inside a tool: how many times in a row this tool has asked the model to try again
+            (`ModelRetry`) in this run; in an output validator: how many answers were sent back so far.
+        partial_output: `True` when an output validator is checking a partial answer while it streams
+            (only validators registered with `partial=True` are ever called so).
     """
 
-    __slots__ = ("conversation_id", "deps", "messages", "metadata", "requests", "step", "tool_call", "tool_calls",
-                 "usage")
+    __slots__ = ("conversation_id", "deps", "messages", "metadata", "model", "partial_output", "requests", "retry",
+                 "run_id", "step", "tool_call", "tool_calls", "usage")
 
     def __init__(
         self,
@@ -99,6 +108,10 @@ class RunContext(Generic[DepsT]):
         tool_calls: int = 0,
         conversation_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        model: Model | None = None,
+        run_id: str | None = None,
+        retry: int = 0,
+        partial_output: bool = False,
     ) -> None:
         self.deps = deps
         self.tool_call = call
@@ -109,6 +122,10 @@ class RunContext(Generic[DepsT]):
         self.tool_calls = tool_calls
         self.conversation_id = conversation_id
         self.metadata: dict[str, Any] = metadata if metadata is not None else {}
+        self.model = model
+        self.run_id = run_id
+        self.retry = retry
+        self.partial_output = partial_output
 
     @property
     def call(self) -> ToolCallPart:
@@ -121,7 +138,19 @@ class RunContext(Generic[DepsT]):
     def for_call(self, call: ToolCallPart) -> RunContext[DepsT]:
         """A copy of this context for answering `call`, with metadata of its own."""
         return RunContext(deps=self.deps, call=call, step=self.step, messages=self.messages, usage=self.usage,
-                          requests=self.requests, tool_calls=self.tool_calls, conversation_id=self.conversation_id)
+                          requests=self.requests, tool_calls=self.tool_calls, conversation_id=self.conversation_id,
+                          model=self.model, run_id=self.run_id, retry=self.retry)
+
+    def replace(self, **changes: Any) -> RunContext[DepsT]:
+        """A copy with `changes` applied (keyword names as in the constructor; `call` for the tool call)."""
+        fields = {"deps": self.deps, "call": self.tool_call, "step": self.step, "messages": self.messages,
+                  "usage": self.usage, "requests": self.requests, "tool_calls": self.tool_calls,
+                  "conversation_id": self.conversation_id, "metadata": self.metadata, "model": self.model,
+                  "run_id": self.run_id, "retry": self.retry, "partial_output": self.partial_output}
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise UserError(f"RunContext has no field(s) {sorted(unknown)}.")
+        return RunContext(**{**fields, **changes})
 
     def __repr__(self) -> str:
         call = f", call={self.tool_call.name!r}" if self.tool_call is not None else ""
@@ -145,6 +174,8 @@ class Tool(Generic[P, R]):
         requires_approval: The call must be approved by a person before it runs: `True`, or a function
             of the `ToolCallPart` (sync or async) saying whether this call must be.
         strict: Ask the provider to follow the schema exactly (OpenAI `strict`), when not `None`.
+        retries: How many times in a row the tool may raise `ModelRetry` in one run before the run stops
+            with `ToolRetriesExceeded`; `None` takes the agent's `retries`.
         function: The function itself.
     """
 
@@ -154,6 +185,7 @@ class Tool(Generic[P, R]):
     timeout: float | None
     requires_approval: bool | ApprovalPredicate
     strict: bool | None
+    retries: int | None
     function: Callable[P, R]
     tool_type: str = "function"
     """The kind of tool, for telemetry (`gen_ai.tool.type`): `"function"`, or `"extension"` for one an MCP
@@ -168,9 +200,11 @@ class Tool(Generic[P, R]):
         timeout: float | None = None,
         requires_approval: bool | ApprovalPredicate = False,
         strict: bool | None = None,
+        retries: int | None = None,
     ) -> None:
         if not callable(function):
             raise UserError(f"A tool needs a function; got {function!r}.")
+        self.retries = check_retries(retries, "retries")
         self.function = function
         self.name = name or getattr(function, "__name__", "") or type(function).__name__
         doc = _parse_docstring(inspect.getdoc(function) or "")
@@ -192,6 +226,7 @@ class Tool(Generic[P, R]):
         timeout: float | None = None,
         requires_approval: bool | ApprovalPredicate = False,
         strict: bool | None = None,
+        retries: int | None = None,
     ) -> Tool[..., Any]:
         """A tool from a hand-written JSON schema; `function` is called with the arguments as keywords.
 
@@ -200,6 +235,7 @@ class Tool(Generic[P, R]):
         filled in as with `@tool`.
         """
         self: Tool[..., Any] = cls.__new__(cls)
+        self.retries = check_retries(retries, "retries")
         self.function = function
         self.name = name
         self.description = description
@@ -274,6 +310,7 @@ def tool(
     timeout: float | None = None,
     requires_approval: bool | ApprovalPredicate = False,
     strict: bool | None = None,
+    retries: int | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -286,6 +323,7 @@ def tool(
     timeout: float | None = None,
     requires_approval: bool | ApprovalPredicate = False,
     strict: bool | None = None,
+    retries: int | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a function a `Tool`: use bare (`@tool`) or with options (`@tool(timeout=5)`).
 
@@ -297,11 +335,13 @@ def tool(
         requires_approval: The call must be approved by a person before it runs: `True`, or a function
             of the `ToolCallPart` (sync or async) saying whether this call must be.
         strict: Ask the provider to follow the schema exactly (OpenAI `strict`).
+        retries: How many times in a row the tool may raise `ModelRetry` in one run (default: the agent's
+            `retries`); one more stops the run with `ToolRetriesExceeded`.
     """
 
     def wrap(fn: Callable[P, R]) -> Tool[P, R]:
         return Tool(fn, name=name, description=description, timeout=timeout,
-                    requires_approval=requires_approval, strict=strict)
+                    requires_approval=requires_approval, strict=strict, retries=retries)
 
     if function is not None:
         return wrap(function)
@@ -323,6 +363,13 @@ async def approval_needed(rule: bool | ApprovalPredicate | None, context: RunCon
     if inspect.isawaitable(verdict):
         verdict = await verdict
     return bool(verdict)
+
+
+def check_retries(value: int | None, name: str) -> int | None:
+    """`value` when it is a retry limit (a whole number of 0 or more, or `None`); else `UserError`."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise UserError(f"{name} must be a whole number of 0 or more (or None); got {value!r}.")
+    return value
 
 
 def positional_arity(function: Callable[..., Any]) -> int:

@@ -13,14 +13,17 @@ Extensions: tools needing a person's approval pause a run (`RunState`, resumed w
 `True` / `Denial`), a `ChatMemory` keeps the conversation between runs, `output_type=` makes the
 output a validated object (`OutputValidationError` when the model cannot produce one) and output
 validators check it, `deps=` reaches everything the run calls (`RunContext.deps`), `system=` may be
-built per request from the run context, toolsets (MCP servers) add tools per step, and `UsageLimits`
-bound what a run spends.
+built per request from the run context (or with `@agent.instructions`), toolsets (MCP servers) add tools
+per step, `UsageLimits` bound what a run spends and a `UsageBudget` what several runs spend together,
+`ModelRetry` from a tool or validator asks the model again, and `Agent.override` swaps the model, deps or
+tools inside a block (for tests).
 """
 
 from ._agent import Agent as Agent, AgentOptions as AgentOptions
 from ._approval import Approval as Approval, Denial as Denial, RunState as RunState
 from ._instructions import Instruction as Instruction, Instructions as Instructions
-from ._limits import UsageLimits as UsageLimits
+from ._limits import UsageBudget as UsageBudget, UsageLimits as UsageLimits
+from ._override import AgentOverride as AgentOverride
 from ._output import (
     OutputMode as OutputMode,
     OutputValidationError as OutputValidationError,
@@ -39,6 +42,7 @@ from ._types import (
 __all__ = [
     "Agent",
     "AgentOptions",
+    "AgentOverride",
     "AgentRun",
     "Approval",
     "Denial",
@@ -54,5 +58,6 @@ __all__ = [
     "RunStream",
     "StepResult",
     "ToolExecution",
+    "UsageBudget",
     "UsageLimits",
 ]

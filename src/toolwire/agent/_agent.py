@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Generic, TypedDict, get_args, overload
+from typing import Any, Generic, TypedDict, TypeVar, get_args, overload
 
 import anyio
 import httpx
@@ -32,14 +33,15 @@ from ..messages import Message
 from ..models import HTTPModel, Model, Timeout, get_model
 from ..settings import ModelSettings
 from ..telemetry import Instrumentation, instrumentation_for
-from ..tools import ApprovalPredicate, DepsT, Tool
+from ..tools import ApprovalPredicate, DepsT, Tool, check_retries
 from ..toolsets import Toolset
 from ._approval import Approval, RunState
 from ._config import RunConfig
 from ._execute import Toolbox
-from ._instructions import Instructions, normalize_instructions
-from ._limits import UsageLimits
+from ._instructions import Instruction, Instructions, normalize_instructions
+from ._limits import UsageBudget, UsageLimits
 from ._output import FINAL_RESULT_TOOL, OutputMode, OutputSpec, OutputValidator, check_validators
+from ._override import UNSET, AgentOverride, Overrides, checked_overrides
 from ._run import AgentRun
 from ._stream import RunStream
 from ._types import OutputT, RunResult, ToolExecution
@@ -47,6 +49,8 @@ from ._types import OutputT, RunResult, ToolExecution
 __all__ = ["Agent", "AgentOptions", "RunStream"]
 
 Prompt = str | Message | None
+InstructionT = TypeVar("InstructionT", bound=Instruction)
+ValidatorT = TypeVar("ValidatorT", bound=OutputValidator)
 
 
 class AgentOptions(TypedDict, total=False):
@@ -74,6 +78,8 @@ class AgentOptions(TypedDict, total=False):
     output_validators: Iterable[OutputValidator]
     resume_claims: ResumeClaims | None
     usage_limits: UsageLimits | None
+    budget: UsageBudget | None
+    retries: int
     instrument: bool | Instrumentation | None
     timeout: float | Timeout | None
 
@@ -151,6 +157,10 @@ class Agent(Generic[OutputT, DepsT]):
             `OutputRejected("why")` to send the answer back to the model; see also `@agent.output_validator`.
         usage_limits: The most one run may use (`UsageLimits`: requests, tokens, tool calls); a run's own
             `usage_limits=` replaces it.
+        budget: A `UsageBudget` every run of this agent draws from, shared with any other run or agent
+            given the same object; a run's own `budget=` replaces it.
+        retries: How many times in a row a tool may raise `ModelRetry` in one run (default 1) unless it
+            sets its own (`@tool(retries=N)`); one more stops the run with `ToolRetriesExceeded`.
         instrument: OpenTelemetry spans for this agent's runs: `None` (default) follows
             `toolwire.telemetry.instrument()`, `True` always, `False` never, or an `Instrumentation`.
         resume_claims: Who guarantees that a paused run is resumed at most once (`ResumeClaims`). By
@@ -206,6 +216,8 @@ class Agent(Generic[OutputT, DepsT]):
         output_validators: Iterable[OutputValidator] = (),
         resume_claims: ResumeClaims | None = None,
         usage_limits: UsageLimits | None = None,
+        budget: UsageBudget | None = None,
+        retries: int = 1,
         instrument: bool | Instrumentation | None = None,
         timeout: float | Timeout | None = None,
     ) -> None:
@@ -243,7 +255,15 @@ class Agent(Generic[OutputT, DepsT]):
         self.output_validators: list[OutputValidator] = list(output_validators)
         self.resume_claims = resume_claims
         self.usage_limits = usage_limits
+        self.budget = budget
+        self.retries = retries
         self.instrument = instrument
+        self.instruction_functions: list[Instruction] = []
+        """Functions added with `@agent.instructions`, evaluated after the parts of `system=`."""
+        self.partial_output_validators: list[OutputValidator] = []
+        """Output validators added with `partial=True`: they also check partial answers while they stream."""
+        self._overrides: contextvars.ContextVar[Overrides | None] = contextvars.ContextVar(
+            f"toolwire_agent_overrides_{id(self)}", default=None)
         self._outputs: dict[tuple[Any, str, int], OutputSpec] = {}
         self._open: AsyncExitStack | None = None
         self._entries = 0
@@ -255,8 +275,10 @@ class Agent(Generic[OutputT, DepsT]):
         Every attribute is read when a run starts, so changing one (`agent.tools.append(t)`,
         `agent.output_type = City`) applies to the next run and never to one already running.
         """
-        if not isinstance(self.model, Model):
-            raise UserError(f"agent.model must be a Model (e.g. from get_model); got {type(self.model).__name__}.")
+        override = self._overrides.get() or Overrides()
+        model = self.model if override.model is UNSET else override.model
+        if not isinstance(model, Model):
+            raise UserError(f"agent.model must be a Model (e.g. from get_model); got {type(model).__name__}.")
         if self.max_steps < 1:
             raise UserError(f"max_steps must be at least 1; got {self.max_steps}.")
         if self.max_parallel_tools < 1:
@@ -282,20 +304,31 @@ class Agent(Generic[OutputT, DepsT]):
                             f"got {type(claims).__name__}.")
         if self.usage_limits is not None and not isinstance(self.usage_limits, UsageLimits):
             raise UserError(f"usage_limits must be a UsageLimits; got {type(self.usage_limits).__name__}.")
-        toolsets = list(self.toolsets)
+        if self.budget is not None and not isinstance(self.budget, UsageBudget):
+            raise UserError(f"budget must be a UsageBudget; got {type(self.budget).__name__}.")
+        check_retries(self.retries, "Agent(retries=...)")
+        if self.retries is None:
+            raise UserError("Agent(retries=...) must be a whole number of 0 or more; got None.")
+        toolsets = list(self.toolsets if override.toolsets is UNSET else override.toolsets)
         for toolset in toolsets:
             if not isinstance(toolset, Toolset):
                 raise UserError(f"toolsets must hold Toolset objects (FunctionToolset, MCPServer...); got "
                                 f"{type(toolset).__name__}.")
-        tools = [t if isinstance(t, Tool) else Tool(t) for t in self.tools]
-        output = self._output_spec()
+        tools = [t if isinstance(t, Tool) else Tool(t) for t in (self.tools if override.tools is UNSET else
+                                                                   override.tools)]
+        if override.system is UNSET:
+            instructions = (*normalize_instructions(self.system),
+                            *normalize_instructions(list(self.instruction_functions)))
+        else:
+            instructions = override.system
+        output = self._output_spec(model)
         if output is not None and output.kind == "tool" and any(t.name == FINAL_RESULT_TOOL for t in tools):
             raise UserError(f"A tool is named {FINAL_RESULT_TOOL!r}, the name typed output gives the tool that "
                             "ends the run; rename that tool.")
         return RunConfig(
-            model=self.model,
+            model=model,
             toolbox=Toolbox(tools, default_timeout=self.tool_timeout),
-            instructions=normalize_instructions(self.system),
+            instructions=instructions,
             max_steps=self.max_steps,
             max_parallel_tools=self.max_parallel_tools,
             tool_execution=self.tool_execution,
@@ -307,31 +340,88 @@ class Agent(Generic[OutputT, DepsT]):
             output=output,
             output_retries=self.output_retries,
             output_validators=tuple(check_validators(self.output_validators)),
+            partial_validators=tuple(check_validators(self.partial_output_validators)),
+            retries=self.retries,
             resume_claims=claims,
             toolsets=tuple(toolsets),
             usage_limits=self.usage_limits,
+            budget=self.budget,
             telemetry=instrumentation_for(self.instrument),
             name=self.name,
         )
 
-    def _output_spec(self) -> OutputSpec | None:
+    def _output_spec(self, model: Model) -> OutputSpec | None:
         """The typed-output spec for the current output type, mode and model (built once per combination)."""
         if self.output_type is None:
             return None
-        key = (self.output_type, self.output_mode, id(self.model))
+        key = (self.output_type, self.output_mode, id(model))
         spec = self._outputs.get(key)
         if spec is None:
-            spec = self._outputs[key] = OutputSpec.for_model(self.output_type, self.model, self.output_mode)
+            spec = self._outputs[key] = OutputSpec.for_model(self.output_type, model, self.output_mode)
         return spec
 
     def __repr__(self) -> str:
         return f"Agent(model={self.model.name!r}, tools={[t.name for t in self.tools]!r})"
 
-    def output_validator(self, function: OutputValidator) -> OutputValidator:
-        """Decorator adding an output validator: `@agent.output_validator` over `def check(ctx, output): ...`."""
-        check_validators([function])
-        self.output_validators.append(function)
+    @overload
+    def output_validator(self, function: ValidatorT, /) -> ValidatorT: ...
+
+    @overload
+    def output_validator(self, *, partial: bool = False) -> Callable[[ValidatorT], ValidatorT]: ...
+
+    def output_validator(
+        self, function: ValidatorT | None = None, /, *, partial: bool = False
+    ) -> ValidatorT | Callable[[ValidatorT], ValidatorT]:
+        """Decorator adding an output validator: `@agent.output_validator` over `def check(ctx, output): ...`.
+
+        With `@agent.output_validator(partial=True)` the validator also checks each partial answer of
+        `run_stream` (typed output), with `ctx.partial_output` true: what it returns replaces
+        `chunk.partial`, and a rejection (`OutputRejected`, `ModelRetry`) only withholds that partial
+        (the chunk's `partial` is `None`; the model is asked again only about the final answer).
+        Validators added without it never see partial answers.
+        """
+
+        def add(fn: ValidatorT) -> ValidatorT:
+            check_validators([fn])
+            self.output_validators.append(fn)
+            if partial:
+                self.partial_output_validators.append(fn)
+            return fn
+
+        return add(function) if function is not None else add
+
+    def instructions(self, function: InstructionT) -> InstructionT:
+        """Decorator adding a dynamic instruction: `@agent.instructions` over `def who(ctx) -> str: ...`.
+
+        The function (sync or async, of the run context or of nothing) is evaluated before every request
+        like a function given in `system=`; its text follows the parts of `system=`, in the order the
+        functions were decorated. It returns text, or `None` to add nothing.
+        """
+        normalize_instructions(function)
+        self.instruction_functions.append(function)
         return function
+
+    def override(
+        self,
+        *,
+        model: Model | str | Any = UNSET,
+        deps: Any = UNSET,
+        tools: Iterable[Tool[..., Any] | Callable[..., Any]] | Any = UNSET,
+        toolsets: Iterable[Toolset] | Any = UNSET,
+        system: Instructions | Any = UNSET,
+    ) -> AgentOverride:
+        """Replace the agent's model, deps, tools, toolsets or instructions inside a block (for tests).
+
+            with agent.override(model=ScriptedModel(["Hi."]), deps=FakeDb()):
+                await code_under_test()
+
+        Works with `with` and `async with`; blocks nest, and each task and thread sees only its own
+        overrides (a `ContextVar`), so tests running in parallel do not leak into each other. Inside the
+        block the override wins over a run's own `deps=`. `tools` replaces the agent's tools (a run's
+        `tools=` are still added); `system` replaces both `system=` and `@agent.instructions`.
+        """
+        return AgentOverride(self._overrides, checked_overrides(model=model, deps=deps, tools=tools,
+                                                                toolsets=toolsets, system=system))
 
     def stream(
         self,
@@ -346,6 +436,7 @@ class Agent(Generic[OutputT, DepsT]):
         tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
         toolsets: Iterable[Toolset] = (),
         usage_limits: UsageLimits | None = None,
+        budget: UsageBudget | None = None,
         trace_context: Any = None,
     ) -> AgentRun[OutputT]:
         """Start a run and observe every event: `async with agent.stream("...") as run: async for e in run:`.
@@ -365,13 +456,18 @@ class Agent(Generic[OutputT, DepsT]):
             toolsets: Toolsets for this run only, next to the agent's; one that is not open is opened for
                 the run and closed when it ends.
             usage_limits: This run's limits, instead of the agent's.
+            budget: A `UsageBudget` this run draws from (shared with whatever else is given it), instead of
+                the agent's.
             trace_context: An OpenTelemetry context to parent the run's span (default: the current one).
         """
         config = self._configure()
+        override = self._overrides.get()
+        if override is not None and override.deps is not UNSET:
+            deps = override.deps
         return AgentRun(config, history=history, prompt=_prompt_message(prompt), settings=settings,
                         conversation_id=conversation_id, resume=resume, approvals=approvals, deps=deps,
                         tools=[t if isinstance(t, Tool) else Tool(t) for t in tools], toolsets=list(toolsets),
-                        usage_limits=usage_limits, trace_context=trace_context)
+                        usage_limits=usage_limits, budget=budget, trace_context=trace_context)
 
     def run_stream(
         self,
@@ -386,6 +482,7 @@ class Agent(Generic[OutputT, DepsT]):
         tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
         toolsets: Iterable[Toolset] = (),
         usage_limits: UsageLimits | None = None,
+        budget: UsageBudget | None = None,
         trace_context: Any = None,
     ) -> RunStream[OutputT]:
         """Stream text and completed messages: `async for chunk in agent.run_stream("..."):`.
@@ -397,7 +494,7 @@ class Agent(Generic[OutputT, DepsT]):
         """
         run = self.stream(prompt, history=history, settings=settings, conversation_id=conversation_id,
                           resume=resume, approvals=approvals, deps=deps, tools=tools, toolsets=toolsets,
-                          usage_limits=usage_limits, trace_context=trace_context)
+                          usage_limits=usage_limits, budget=budget, trace_context=trace_context)
         return RunStream(run, stream_tool_steps=self.stream_tool_steps, output=run.config.output)
 
     async def run(
@@ -413,6 +510,7 @@ class Agent(Generic[OutputT, DepsT]):
         tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
         toolsets: Iterable[Toolset] = (),
         usage_limits: UsageLimits | None = None,
+        budget: UsageBudget | None = None,
         trace_context: Any = None,
     ) -> RunResult[OutputT]:
         """Run to the final answer (or a pause for approval) and return the result.
@@ -421,7 +519,7 @@ class Agent(Generic[OutputT, DepsT]):
         """
         async with self.stream(prompt, history=history, settings=settings, conversation_id=conversation_id,
                                resume=resume, approvals=approvals, deps=deps, tools=tools, toolsets=toolsets,
-                               usage_limits=usage_limits, trace_context=trace_context) as run:
+                               usage_limits=usage_limits, budget=budget, trace_context=trace_context) as run:
             async for _ in run:
                 pass
         return run.result
@@ -439,6 +537,7 @@ class Agent(Generic[OutputT, DepsT]):
         tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
         toolsets: Iterable[Toolset] = (),
         usage_limits: UsageLimits | None = None,
+        budget: UsageBudget | None = None,
     ) -> RunResult[OutputT]:
         """`run` for code that is not async (scripts, notebooks).
 
@@ -447,15 +546,17 @@ class Agent(Generic[OutputT, DepsT]):
         """
         call = functools.partial(self.run, prompt, history=history, settings=settings,
                                  conversation_id=conversation_id, resume=resume, approvals=approvals, deps=deps,
-                                 tools=tools, toolsets=toolsets, usage_limits=usage_limits)
+                                 tools=tools, toolsets=toolsets, usage_limits=usage_limits, budget=budget)
         # Each call has an event loop of its own; the model's HTTP client belongs to one loop and is
         # closed when that loop ends (see `HTTPModel.client`), so nothing crosses from one to the next.
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return anyio.run(call)
+        # The worker thread runs in a copy of this context, so an `override` block around the call applies.
+        context = contextvars.copy_context()
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(anyio.run, call).result()
+            return pool.submit(context.run, anyio.run, call).result()
 
     async def aclose(self) -> None:
         """Close the HTTP client of a model this agent created from a string."""

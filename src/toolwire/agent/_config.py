@@ -16,7 +16,7 @@ from ..toolsets import Toolset
 from ._execute import Toolbox
 from ._guard import PROCESS_CLAIMS
 from ._instructions import Instruction
-from ._limits import UsageLimits
+from ._limits import UsageBudget, UsageLimits
 from ._output import OutputSpec, OutputValidator
 from ._types import ToolExecution
 
@@ -42,9 +42,14 @@ class RunConfig:
     output: OutputSpec | None = None
     output_retries: int = 1
     output_validators: tuple[OutputValidator, ...] = ()
+    partial_validators: tuple[OutputValidator, ...] = ()
+    """Output validators that also check partial answers while they stream (`partial=True`)."""
+    retries: int = 1
+    """How many times in a row a tool may raise `ModelRetry` when it sets no `retries` of its own."""
     resume_claims: ResumeClaims | None = None
     toolsets: tuple[Toolset, ...] = ()
     usage_limits: UsageLimits | None = None
+    budget: UsageBudget | None = None
     telemetry: Instrumentation | None = None
     name: str | None = None
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from ..exceptions import ToolError, UserError
+from ..exceptions import ModelRetry, ToolError, UserError
 from ..messages import InvalidToolCallPart, ToolCallPart, ToolResultPart, to_jsonable
 from ..tools import RunContext, Tool, ToolDefinition
 
@@ -87,6 +87,8 @@ class Executed:
     duration: float
     exception: BaseException | None = None
     timed_out: bool = False
+    retry: bool = False
+    """The tool raised `ModelRetry`: its message is the error result and the run counts the retry."""
 
 
 class Toolbox:
@@ -129,6 +131,7 @@ class Toolbox:
         timeout = prepared.tool.timeout if prepared.tool.timeout is not None else self.default_timeout
         exception: BaseException | None = None
         timed_out = False
+        retry = False
         try:
             with anyio.move_on_after(timeout) as scope:
                 value = await prepared.tool._invoke(prepared.args, prepared.kwargs)
@@ -140,6 +143,9 @@ class Toolbox:
                                call.id, timeout)
             else:
                 result = ToolResultPart(call_id=call.id, name=call.name, result=to_jsonable(value))
+        except ModelRetry as exc:
+            result, exception, retry = error_result(call, _safe_str(exc)), exc, True
+            logger.info("Tool %r (call %s) asked the model to try again: %s", call.name, call.id, result.result["error"])
         except ToolError as exc:
             result, exception = error_result(call, _safe_str(exc)), exc
             logger.info("Tool %r (call %s) reported an error: %s", call.name, call.id, result.result["error"])
@@ -155,7 +161,8 @@ class Toolbox:
                            call.id, type(exc).__name__)
             raise ToolInterrupt(Executed(result=result, duration=time.perf_counter() - started, exception=exc),
                                 exc) from None
-        return Executed(result=result, duration=time.perf_counter() - started, exception=exception, timed_out=timed_out)
+        return Executed(result=result, duration=time.perf_counter() - started, exception=exception, timed_out=timed_out,
+                        retry=retry)
 
 
 def _safe_str(exc: BaseException) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeAlias
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from ..exceptions import OutputRejected, OutputValidationError, UserError
+from ..exceptions import ModelRetry, OutputRejected, OutputValidationError, UserError
 from ..models import HTTPModel, Model
 from ..providers import get_provider
 from ..settings import ModelSettings
@@ -59,7 +59,8 @@ MISSING: Any = object()
 
 OutputValidator: TypeAlias = Callable[[Any], Any] | Callable[[RunContext[Any], Any], Any]
 """Checks (and may change) a run's answer: `fn(output)` or `fn(ctx, output)`, sync or async. It returns the
-output to use (`None` keeps it as it is) or raises `OutputRejected("why")` to ask the model again."""
+output to use (`None` keeps it as it is) or raises `OutputRejected("why")` (or `ModelRetry("why")`) to ask
+the model again."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,15 +76,15 @@ class Checked:
 async def apply_validators(validators: Sequence[OutputValidator], context: RunContext[Any], value: Any) -> Checked:
     """Run the output validators in order on a valid answer.
 
-    `OutputRejected` becomes a rejection to send back to the model; any other exception is a bug in the
-    validator and propagates (the run ends with it).
+    `OutputRejected` (or `ModelRetry`) becomes a rejection to send back to the model; any other exception
+    is a bug in the validator and propagates (the run ends with it).
     """
     for validator in validators:
         try:
             outcome: Any = validator(context, value) if positional_arity(validator) >= 2 else validator(value)  # type: ignore[call-arg]
             if inspect.isawaitable(outcome):
                 outcome = await outcome
-        except OutputRejected as exc:
+        except (OutputRejected, ModelRetry) as exc:
             return Checked(error=exc.message, rejected=True)
         if outcome is not None:
             value = outcome

@@ -43,7 +43,7 @@ from ..events import (
     Usage,
     UsageEvent,
 )
-from ..exceptions import ChatMemoryError, StreamError, UsageLimitExceeded
+from ..exceptions import ChatMemoryError, StreamError, ToolRetriesExceeded, UsageLimitExceeded
 from ..messages import InvalidToolCallPart, Message, TextPart, ToolCallPart, ToolResultPart
 from ..models import ModelResponse
 from ..settings import ModelSettings
@@ -62,7 +62,7 @@ from ._execute import (
     results_in_order,
 )
 from ._items import BACKLOG, ItemQueue
-from ._limits import TOOL_LIMIT_RESULT, UsageLimits
+from ._limits import TOOL_LIMIT_RESULT, UsageBudget, UsageLimits
 from ._output import FINAL_RESULT_TOOL, apply_validators
 from ._types import StepResult
 
@@ -117,6 +117,8 @@ class Round:
     """`SystemExit` / `KeyboardInterrupt` from a tool: re-raised once the round is stored."""
     limit_error: UsageLimitExceeded | None = None
     """The tool-call limit kept a call from running: raised once the round is stored."""
+    retry_error: ToolRetriesExceeded | None = None
+    """A tool asked for one retry more than its limit: raised once the round is stored."""
     # What arrived so far, for a message cut short by cancellation: text runs and completed calls.
     seen: list[list[str] | ToolCallPart | InvalidToolCallPart] = field(default_factory=list)
     message: Message | None = None
@@ -152,6 +154,8 @@ class RoundPlayer:
     _settings: ModelSettings
     _trace: RunTrace | None
     _limits: UsageLimits | None
+    _budget: UsageBudget | None
+    _tool_retries: dict[str, int]
     _requests: int
     _tool_calls: int
     messages: list[Message]
@@ -201,11 +205,12 @@ class RoundPlayer:
             if new and round_.keep_in_memory:
                 await self._remember(new)
             raise round_.error
-        if round_.limit_error is not None:
+        stop = round_.limit_error or round_.retry_error
+        if stop is not None:
             # Calls held for approval cannot be decided any more: the run stops here, so they are answered.
             await self._remember(self._commit(round_, missing=LIMIT_HELD))
-            round_.limit_error.messages = list(self.messages)
-            raise round_.limit_error
+            stop.messages = list(self.messages)
+            raise stop
         if round_.held:
             return
         await self._remember(self._commit(round_, missing=CANCELLED))
@@ -234,6 +239,8 @@ class RoundPlayer:
                     raise
                 await _close(response, None)
         except BaseException as exc:
+            if self._budget is not None:
+                self._budget.add(round_.usage)  # what a response reported before it failed was spent
             if trace is not None and span is not None:
                 trace.end_chat(span, message=round_.message or round_.partial_message(), usage=round_.usage,
                                finish_reason=round_.finish_reason, error=exc)
@@ -242,6 +249,8 @@ class RoundPlayer:
             round_.message = response.message
         if response.usage is not None:
             round_.usage = response.usage
+        if self._budget is not None:
+            self._budget.add(round_.usage)
         round_.finish_reason = response.finish_reason or round_.finish_reason
         round_.streamed = round_.error is None
         if trace is not None and span is not None:
@@ -337,6 +346,12 @@ class RoundPlayer:
             if exceeded is not None:
                 round_.limit_error = round_.limit_error or exceeded
                 return error_result(call, TOOL_LIMIT_RESULT.format(limit=limits.tool_calls))
+        budget = self._budget
+        if budget is not None:
+            exceeded = budget.reserve_tool_call()
+            if exceeded is not None:
+                round_.limit_error = round_.limit_error or exceeded
+                return error_result(call, TOOL_LIMIT_RESULT.format(limit=budget.limits.tool_calls))
         self._tool_calls += 1
         return prepared
 
@@ -349,6 +364,7 @@ class RoundPlayer:
         else:
             context = round_.context.for_call(call)
             context.requests = self._requests
+            context.retry = self._tool_retries.get(call.name, 0)
             try:
                 admitted = await self._admit(round_, call, context)
             except Exception as exc:
@@ -368,6 +384,7 @@ class RoundPlayer:
                     executed = await self._execute(round_, admitted)
                 result, duration, exception = executed.result, executed.duration, executed.exception
                 metadata = context.metadata
+                self._count_retry(round_, admitted, executed)
         round_.results[call.id] = result
         event = ToolResultEvent(result=result, duration=duration, metadata=metadata, exception=exception)
         self._emit(event)
@@ -380,6 +397,26 @@ class RoundPlayer:
             except Exception as exc:
                 # A failing callback is a bug in the caller's code: stop the step and report it.
                 self._fail(round_, exc)
+
+    def _count_retry(self, round_: Round, prepared: Prepared, executed: Executed) -> None:
+        """Count a tool's `ModelRetry` (a result without one starts its count again); past its limit the run
+        stops once the round is stored."""
+        name = prepared.call.name
+        if not executed.retry:
+            self._tool_retries.pop(name, None)
+            return
+        count = self._tool_retries[name] = self._tool_retries.get(name, 0) + 1
+        limit = prepared.tool.retries if prepared.tool.retries is not None else self._config.retries
+        if count > limit and round_.retry_error is None:
+            round_.retry_error = ToolRetriesExceeded(
+                f"The tool {name!r} asked the model to try again {count} time(s) in a row, more than its limit of "
+                f"{limit} (retries={limit}); its last message was: {executed.result.result['error']} Raise the "
+                "tool's retries (@tool(retries=N)) or the agent's retries=, or fix what the tool needs; go on from "
+                "this error's `messages`.",
+                tool=name,
+                retries=limit,
+                messages=[],
+            )
 
     async def _execute(self, round_: Round, prepared: Prepared) -> Executed:
         """Run an admitted call (inside its `execute_tool` span when tracing)."""

@@ -56,7 +56,7 @@ from ._guard import ACTIVE, check_position, check_resumable, claim_resume
 from ._history import validate_history
 from ._instructions import is_static, render_instructions
 from ._items import ItemQueue
-from ._limits import UsageLimits
+from ._limits import UsageBudget, UsageLimits
 from ._output import FINAL_RESULT_TOOL, apply_validators, rejection_text
 from ._round import Committed, Item, Round, RoundPlayer, calls_of
 from ._types import OutputT, RunResult, StepResult
@@ -98,6 +98,7 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         tools: Sequence[Tool[..., Any]] = (),
         toolsets: Sequence[Toolset] = (),
         usage_limits: UsageLimits | None = None,
+        budget: UsageBudget | None = None,
         trace_context: Any = None,
     ) -> None:
         self._config = config
@@ -129,6 +130,8 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
                             "earlier messages as history=.")
         if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
             raise UserError(f"usage_limits= takes a UsageLimits; got {type(usage_limits).__name__}.")
+        if budget is not None and not isinstance(budget, UsageBudget):
+            raise UserError(f"budget= takes a UsageBudget; got {type(budget).__name__}.")
         for toolset in toolsets:
             if not isinstance(toolset, Toolset):
                 raise UserError(f"toolsets= takes Toolset objects (FunctionToolset, MCPServer...); got "
@@ -144,6 +147,8 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         self._run_tools = [t if isinstance(t, Tool) else Tool(t) for t in tools]
         self._toolsets = [*config.toolsets, *toolsets]
         self._limits = usage_limits if usage_limits is not None else config.usage_limits
+        self._budget = budget if budget is not None else config.budget
+        self._tool_retries: dict[str, int] = {}
         self._trace_context = trace_context
         self._trace: RunTrace | None = None
         self._requests = 0
@@ -397,7 +402,15 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
 
     def _context(self, step: int, conversation: list[Message]) -> RunContext[Any]:
         return RunContext(deps=self._deps, step=step, messages=conversation, usage=self.usage,
-                          requests=self._requests, tool_calls=self._tool_calls, conversation_id=self._conversation_id)
+                          requests=self._requests, tool_calls=self._tool_calls, conversation_id=self._conversation_id,
+                          model=self._config.model, run_id=self.id, retry=self._retries)
+
+    def partial_context(self) -> RunContext[Any]:
+        """The run context an output validator gets for a partial answer (`partial_output=True`)."""
+        step = len(self.steps)
+        return RunContext(deps=self._deps, step=step, messages=[*self._history, *self.messages], usage=self.usage,
+                          requests=self._requests, tool_calls=self._tool_calls, conversation_id=self._conversation_id,
+                          model=self._config.model, run_id=self.id, retry=self._retries, partial_output=True)
 
     async def _round(self, step: int, conversation: list[Message], **fields: Any) -> Round:
         """A round for `step`: its context, and the tools offered at it (the agent's, the run's, toolsets')."""
@@ -424,10 +437,15 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         conversation = await self._conversation()
         validate_history(conversation)
         limits = self._limits
+        last = self.steps[-1].usage if self.steps else None
+        last_input = last.input_tokens if last is not None else None
         if limits is not None:
-            last = self.steps[-1].usage if self.steps else None
-            exceeded = limits.check_request(requests=self._requests, usage=self.usage,
-                                            last_input=last.input_tokens if last is not None else None)
+            exceeded = limits.check_request(requests=self._requests, usage=self.usage, last_input=last_input)
+            if exceeded is not None:
+                exceeded.messages = list(self.messages)
+                raise exceeded
+        if self._budget is not None:
+            exceeded = self._budget.reserve_request(last_input=last_input)
             if exceeded is not None:
                 exceeded.messages = list(self.messages)
                 raise exceeded

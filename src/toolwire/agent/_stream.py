@@ -2,7 +2,9 @@
 
 Chunks carry text to show (newline-prefixed after a tool round, held back per step when only the final
 answer should be shown), completed messages, and for typed output the partial answer as its JSON streams.
-Partials are fed incrementally and snapshotted at a linear total cost (see `_Partials`).
+Partials are fed incrementally and snapshotted at a linear total cost (see `_Partials`). Output validators
+registered with `partial=True` check each partial object (`ctx.partial_output` true) before its chunk is
+handed out; nothing else runs per event.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from .._partial_json import PartialJSON
 from ..events import MessageEndEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 from ..exceptions import UserError
 from ..messages import Message
-from ._output import FINAL_RESULT_TOOL, MISSING as _NOTHING, OutputSpec, is_missing
+from ._output import FINAL_RESULT_TOOL, MISSING as _NOTHING, OutputSpec, apply_validators, is_missing
 from ._run import AgentRun, Committed, Item
 from ._types import OutputT, RunChunk, RunResult
 
@@ -92,7 +94,18 @@ class RunStream(Generic[OutputT]):
                 return None
             chunks = self._builder.feed(item)
             if chunks:
+                if self._run.config.partial_validators:
+                    await self._validate_partials(chunks)
                 return chunks
+
+    async def _validate_partials(self, chunks: list[RunChunk[OutputT]]) -> None:
+        """Pass each partial object through the `partial=True` output validators; a rejection withholds it."""
+        validators = self._run.config.partial_validators
+        for chunk in chunks:
+            if chunk.partial is None:
+                continue
+            checked = await apply_validators(validators, self._run.partial_context(), chunk.partial)
+            chunk.partial = None if checked.error is not None else checked.value
 
 
 class _DetachedHost:
