@@ -3,13 +3,23 @@
     from toolwire.mcp import MCPServer
 
     files = MCPServer.stdio("npx", ["-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"])
-    search = MCPServer.http("http://127.0.0.1:8931/mcp", name="search")
+    search = MCPServer.http("https://mcp.example.com/mcp", name="search", bearer_token=os.environ["TOKEN"])
     agent = Agent(model, toolsets=[files.prefixed("fs"), search.filtered(["search", "fetch"])])
     async with agent:                       # opens both connections; closed when the block ends
         await agent.run("...")
 
 Built on the official `mcp` package: stdio (the server runs as a subprocess and speaks over its stdin and
-stdout) and Streamable HTTP. The tool list is read once when the connection opens and again, before the
+stdout), Streamable HTTP and the legacy HTTP+SSE transport (`MCPServer.sse`). HTTP servers take
+`headers=`, `bearer_token=`, an `auth=` flow, TLS settings (`verify=`, `cert=`) or an `http_client=` of
+the caller's (an `httpx2.AsyncClient`: the `mcp` package speaks HTTP with httpx2). A server that refuses
+the credentials (401/403) fails to open with an `MCPServerError` that says so.
+
+The server's `instructions` (sent when the connection opens) are added to the system prompt of every
+request that offers its tools, after the agent's own instructions (`use_instructions=False` leaves them
+out). `process_tool_call=` sees every call with the run context, so `ctx.deps` can reach the server:
+as `_meta` of the request (`call_tool(name, args, meta={...})`) or by changing the arguments.
+
+The tool list is read once when the connection opens and again, before the
 next step, after the server announces a change (`notifications/tools/list_changed`, or a
 `subscriptions/listen` event on 2026-era servers). MCP tools run like any other tool: arguments go to
 the server as the model wrote them (the server validates them against its schema), `tool_timeout` and
@@ -37,24 +47,29 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import ssl
 import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
+from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO, TypeAlias
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
 
 from .exceptions import MCPServerError, ToolError, UserError
-from .tools import ApprovalPredicate, RunContext, Tool
+from .tools import ApprovalPredicate, RunContext, Tool, check_retries
 from .toolsets import Toolset
 
 try:
+    import httpx2
     import mcp_types
     from mcp import Client, StdioServerParameters
+    from mcp.client.sse import sse_client
     from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:  # pragma: no cover - exercised by the install test without the extra
     raise ImportError("toolwire.mcp needs the mcp extra: pip install 'toolwire[mcp]'.") from exc
@@ -62,7 +77,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the install test w
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["MCPServer", "servers_from_specs"]
+__all__ = ["CallMCPTool", "MCPServer", "ProcessToolCall", "servers_from_specs"]
 
 logger = logging.getLogger("toolwire.mcp")
 
@@ -70,22 +85,55 @@ _CONNECTION_CLOSED = -32000
 """The JSON-RPC error code the `mcp` client gives a request whose connection closed."""
 _MAX_PAGES = 100
 """The most `tools/list` pages read: a server that paginates forever cannot hang a step."""
+_HTTP_TIMEOUT = 30.0
+_HTTP_READ_TIMEOUT = 300.0
+"""The `mcp` package's own defaults for the clients it makes: a server may hold a stream open for minutes."""
+
+
+class CallMCPTool(Protocol):
+    """Calls a tool of the server: `await call_tool(name, arguments, meta={...})`; returns the result value."""
+
+    def __call__(self, name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None) -> Awaitable[Any]:
+        ...
+
+
+ProcessToolCall: TypeAlias = Callable[[RunContext[Any], CallMCPTool, str, dict[str, Any]], Awaitable[Any]]
+"""`async def process(ctx, call_tool, name, arguments)`: sees every call to the server's tools with the run
+context; it calls `call_tool` (with `meta=` built from `ctx.deps`, or changed arguments) and returns the
+result, or raises `ToolError`/`ModelRetry` to answer the call without reaching the server."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _HTTPOptions:
+    """How an HTTP server is reached: the transport and the HTTP client's settings."""
+
+    transport: Literal["streamable_http", "sse"] = "streamable_http"
+    headers: Mapping[str, str] | None = None
+    bearer_token: str | None = None
+    auth: httpx2.Auth | None = None
+    verify: ssl.SSLContext | str | bool = True
+    cert: Any = None
+    http_client: httpx2.AsyncClient | None = None
 
 
 class MCPServer(Toolset):
     """The tools of one MCP server, reached over stdio or Streamable HTTP.
 
-    Build one with `MCPServer.stdio(command, args)` or `MCPServer.http(url)`. Open it with
-    `async with server:` (or `async with agent:`) to share one connection among runs; a run given a server
-    that is not open opens it for itself alone.
+    Build one with `MCPServer.stdio(command, args)`, `MCPServer.http(url)` or `MCPServer.sse(url)`. Open it
+    with `async with server:` (or `async with agent:`) to share one connection among runs; a run given a
+    server that is not open opens it for itself alone.
 
     Args:
-        target: `StdioServerParameters` or a Streamable HTTP URL.
+        target: `StdioServerParameters` or an HTTP URL.
         name: Names the server in errors, logs and traces (default: the command line, or host:port).
         timeout: Seconds one call may take (default: the agent's `tool_timeout`).
         connect_timeout: Seconds to start the server, agree on a protocol version and list its tools.
         requires_approval: Approval for every tool of the server: `True`, or a rule as for `@tool`.
         stderr: Where a stdio server's own stderr goes (default: this process's stderr).
+        use_instructions: Add the server's `instructions` to the system prompt (default `True`).
+        process_tool_call: Sees each call with the run context (see `ProcessToolCall`).
+        retries: How many times in a row each of its tools may raise `ModelRetry` (from
+            `process_tool_call`); `None` takes the agent's `retries`.
     """
 
     def __init__(
@@ -97,12 +145,24 @@ class MCPServer(Toolset):
         connect_timeout: float = 30.0,
         requires_approval: bool | ApprovalPredicate = False,
         stderr: TextIO | None = None,
+        use_instructions: bool = True,
+        process_tool_call: ProcessToolCall | None = None,
+        retries: int | None = None,
+        http: _HTTPOptions | None = None,
     ) -> None:
         if not isinstance(target, (StdioServerParameters, str)):
             raise UserError(f"An MCPServer connects to StdioServerParameters or a URL; got {type(target).__name__}.")
         if timeout is not None and not timeout > 0:
             raise UserError(f"timeout must be a positive number of seconds or None; got {timeout!r}.")
+        if process_tool_call is not None and not callable(process_tool_call):
+            raise UserError(f"process_tool_call must be an async function (ctx, call_tool, name, arguments); got "
+                            f"{type(process_tool_call).__name__}.")
         self.target = target
+        self.use_instructions = use_instructions
+        self.process_tool_call = process_tool_call
+        self.retries = check_retries(retries, "MCPServer(retries=...)")
+        self._http = http if http is not None else _HTTPOptions()
+        self._instructions: str | None = None
         self.name = name or _default_name(target)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -139,11 +199,52 @@ class MCPServer(Toolset):
         return cls(params, **options)
 
     @classmethod
-    def http(cls, url: str, **options: Any) -> MCPServer:
-        """A server at a Streamable HTTP endpoint (`http://host:port/mcp`); options as for `MCPServer`."""
-        if not url.startswith(("http://", "https://")):
-            raise UserError(f"The MCP server URL {url!r} must start with http:// or https://.")
-        return cls(url, **options)
+    def http(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        bearer_token: str | None = None,
+        auth: httpx2.Auth | None = None,
+        verify: ssl.SSLContext | str | bool = True,
+        cert: Any = None,
+        http_client: httpx2.AsyncClient | None = None,
+        **options: Any,
+    ) -> MCPServer:
+        """A server at a Streamable HTTP endpoint (`https://host/mcp`).
+
+        Args:
+            url: The endpoint.
+            headers: Sent with every request (`{"X-Api-Key": "..."}`).
+            bearer_token: Sent as `Authorization: Bearer <token>` with every request.
+            auth: An `httpx2.Auth` flow (the `mcp` package's OAuth client provider, or your own).
+            verify: TLS verification: `True` (the system's CAs), a CA bundle path, an `ssl.SSLContext`, or
+                `False` (no verification: never against a server you do not run).
+            cert: A client certificate (a path, or `(cert, key)`), for servers that require mutual TLS.
+            http_client: Your own `httpx2.AsyncClient`, used as it is (its headers, auth, TLS, proxies,
+                timeouts) and never closed by toolwire; it excludes the options above.
+            options: Those of `MCPServer`.
+        """
+        return cls(url, http=_http_options("streamable_http", url, headers=headers, bearer_token=bearer_token,
+                                           auth=auth, verify=verify, cert=cert, http_client=http_client), **options)
+
+    @classmethod
+    def sse(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        bearer_token: str | None = None,
+        auth: httpx2.Auth | None = None,
+        verify: ssl.SSLContext | str | bool = True,
+        cert: Any = None,
+        http_client: httpx2.AsyncClient | None = None,
+        **options: Any,
+    ) -> MCPServer:
+        """A server speaking the legacy HTTP+SSE transport (`https://host/sse`), which older servers still
+        offer; the options are those of `MCPServer.http`."""
+        return cls(url, http=_http_options("sse", url, headers=headers, bearer_token=bearer_token, auth=auth,
+                                           verify=verify, cert=cert, http_client=http_client), **options)
 
     # -- the connection --------------------------------------------------------------------------
 
@@ -161,6 +262,14 @@ class MCPServer(Toolset):
     def tools(self) -> list[Tool[..., Any]]:
         """The tools as last listed (empty before the connection opens)."""
         return list(self._tools)
+
+    @property
+    def instructions(self) -> str | None:
+        """The instructions the server sent when the connection opened (`None` before, or if it sent none)."""
+        return self._instructions
+
+    async def get_instructions(self, context: RunContext[Any]) -> str | None:
+        return self._instructions if self.use_instructions else None
 
     async def __aenter__(self) -> Self:
         if self._opened:
@@ -234,6 +343,7 @@ class MCPServer(Toolset):
         try:
             async with self._client_for() as client, anyio.create_task_group() as inner:
                 self._client = client
+                self._instructions = client.instructions or None
                 capability = client.server_capabilities.tools
                 if capability is not None and capability.list_changed:
                     inner.start_soon(self._listen, client)
@@ -254,9 +364,31 @@ class MCPServer(Toolset):
         target = self.target
         info = mcp_types.Implementation(name="toolwire", version=_version())
         if isinstance(target, StdioServerParameters):
-            transport = stdio_client(target, errlog=self._stderr if self._stderr is not None else sys.stderr)
-            return Client(transport, message_handler=self._on_message, client_info=info)
-        return Client(target, message_handler=self._on_message, client_info=info)
+            transport: Any = stdio_client(target, errlog=self._stderr if self._stderr is not None else sys.stderr)
+        else:
+            transport = self._http_transport(target)
+        return Client(transport, message_handler=self._on_message, client_info=info)
+
+    @asynccontextmanager
+    async def _http_transport(self, url: str) -> AsyncIterator[Any]:
+        """The HTTP transport on the caller's client, or on one made from the options (closed at the end)."""
+        options = self._http
+        async with AsyncExitStack() as stack:
+            client = options.http_client
+            if client is None:
+                headers = dict(options.headers or {})
+                if options.bearer_token is not None:
+                    headers["Authorization"] = f"Bearer {options.bearer_token}"
+                client = await stack.enter_async_context(httpx2.AsyncClient(
+                    headers=headers, auth=options.auth, verify=options.verify, cert=options.cert,
+                    timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT)))
+            if options.transport == "sse":
+                borrowed = _Borrowed(client)
+                async with sse_client(url, httpx_client_factory=lambda **_: borrowed) as streams:  # type: ignore[arg-type,return-value]
+                    yield streams
+            else:
+                async with streamable_http_client(url, http_client=client) as streams:
+                    yield streams
 
     async def _on_message(self, message: Any) -> None:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
@@ -281,8 +413,27 @@ class MCPServer(Toolset):
         return shlex.join([self.target.command, *self.target.args])
 
     def _connect_error(self, exc: Exception) -> MCPServerError:
+        status = _http_status(exc)
+        if status in (401, 403):
+            given = ("the credentials it was given were refused" if self._has_credentials() else
+                     "it needs credentials and none were given")
+            return MCPServerError(
+                f"The MCP server {self.name!r} ({self._what()}) refused the connection with HTTP {status} "
+                f"{'Unauthorized' if status == 401 else 'Forbidden'}: {given}. Pass bearer_token=..., headers=... "
+                "or auth=... to MCPServer.http/sse (or an http_client that authenticates), with a token the "
+                "server accepts.", server=self.name)
+        if status is not None:
+            return MCPServerError(f"Could not connect to the MCP server {self.name!r} ({self._what()}): it answered "
+                                  f"HTTP {status}. Check the URL (Streamable HTTP endpoints usually end in /mcp, "
+                                  "SSE ones in /sse: use MCPServer.sse for those).", server=self.name)
         return MCPServerError(f"Could not connect to the MCP server {self.name!r} ({self._what()}): {_describe(exc)}. "
                               "Check the command or URL, and that the server speaks MCP.", server=self.name)
+
+    def _has_credentials(self) -> bool:
+        options = self._http
+        if options.bearer_token is not None or options.auth is not None or options.http_client is not None:
+            return True
+        return any(k.lower() == "authorization" for k in (options.headers or {}))
 
     # -- tools -----------------------------------------------------------------------------------
 
@@ -325,11 +476,23 @@ class MCPServer(Toolset):
         schema.setdefault("properties", {})
         description = listed.description or listed.title or ""
         made = Tool.from_schema(name, description, schema, call_mcp_tool, timeout=self.timeout,
-                                requires_approval=self.requires_approval)
+                                requires_approval=self.requires_approval, retries=self.retries)
         made.tool_type = "extension"
         return made
 
     async def _call(self, name: str, arguments: dict[str, Any], context: RunContext[Any]) -> Any:
+        process = self.process_tool_call
+        if process is None:
+            return await self._call_server(name, arguments, context)
+
+        async def call_tool(name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None) -> Any:
+            return await self._call_server(name, arguments, context, meta=meta)
+
+        return await process(context, call_tool, name, arguments)
+
+    async def _call_server(
+        self, name: str, arguments: dict[str, Any], context: RunContext[Any], *, meta: dict[str, Any] | None = None
+    ) -> Any:
         client = self._client
         if client is None or self._dead.is_set():
             reason = f" ({self._lost})" if self._lost else ""
@@ -345,7 +508,7 @@ class MCPServer(Toolset):
 
             tg.start_soon(watch)
             try:
-                result = await client.call_tool(name, arguments)
+                result = await client.call_tool(name, arguments, meta=meta)  # type: ignore[arg-type]
             except MCPError as exc:
                 if exc.code == _CONNECTION_CLOSED:
                     # The server is gone (a stdio server that exited): every later call is answered at once.
@@ -361,6 +524,75 @@ class MCPServer(Toolset):
                             "has no result (it may or may not have taken effect). Its tools cannot be used any more "
                             "in this conversation.")
         return _result_value(name, result, context)
+
+
+class _Borrowed:
+    """The caller's client as the `async with` the SSE transport enters, without closing it at the end."""
+
+    def __init__(self, client: httpx2.AsyncClient) -> None:
+        self.client = client
+
+    async def __aenter__(self) -> httpx2.AsyncClient:
+        return self.client
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+
+def _http_options(
+    transport: Literal["streamable_http", "sse"],
+    url: str,
+    *,
+    headers: Mapping[str, str] | None,
+    bearer_token: str | None,
+    auth: httpx2.Auth | None,
+    verify: ssl.SSLContext | str | bool,
+    cert: Any,
+    http_client: httpx2.AsyncClient | None,
+) -> _HTTPOptions:
+    """The HTTP options, checked: each mistake is named before any connection is tried."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise UserError(f"The MCP server URL {url!r} must start with http:// or https://.")
+    if http_client is not None:
+        if not isinstance(http_client, httpx2.AsyncClient):
+            raise UserError(f"http_client must be an httpx2.AsyncClient (the `mcp` package speaks HTTP with httpx2, "
+                            f"not httpx); got {type(http_client).__module__}.{type(http_client).__name__}. Make one "
+                            "with httpx2.AsyncClient(headers=..., verify=...), or pass those options here instead.")
+        if headers or bearer_token is not None or auth is not None or verify is not True or cert is not None:
+            raise UserError("http_client is used as it is, so headers, bearer_token, auth, verify and cert cannot be "
+                            "given with it; configure them on the client.")
+    if bearer_token is not None:
+        if not isinstance(bearer_token, str) or not bearer_token.strip():
+            raise UserError("bearer_token must be the token's text (without 'Bearer '); got an empty value.")
+        if any(k.lower() == "authorization" for k in (headers or {})):
+            raise UserError("Give either bearer_token or an Authorization header, not both.")
+    if auth is not None and not isinstance(auth, httpx2.Auth):
+        raise UserError(f"auth must be an httpx2.Auth flow; got {type(auth).__name__}. For a plain token use "
+                        "bearer_token=...")
+    return _HTTPOptions(transport=transport, headers=dict(headers) if headers else None, bearer_token=bearer_token,
+                        auth=auth, verify=verify, cert=cert, http_client=http_client)
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status an exception (possibly inside exception groups) reports, if any."""
+    seen: list[BaseException] = [exc]
+    visited: set[int] = set()
+    while seen:
+        current = seen.pop()
+        if id(current) in visited:
+            continue
+        visited.add(id(current))
+        if isinstance(current, BaseExceptionGroup):
+            seen.extend(current.exceptions)
+            continue
+        response = getattr(current, "response", None)
+        status = getattr(response, "status_code", None)
+        if isinstance(status, int):
+            return status
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                seen.append(linked)
+    return None
 
 
 def _result_value(name: str, result: mcp_types.CallToolResult, context: RunContext[Any]) -> Any:

@@ -32,7 +32,8 @@ from typing import Any, Self, TypeAlias
 from .exceptions import UserError
 from .tools import RunContext, Tool
 
-__all__ = ["FilteredToolset", "FunctionToolset", "PrefixedToolset", "ToolFilter", "Toolset", "resolve_tools"]
+__all__ = ["FilteredToolset", "FunctionToolset", "PrefixedToolset", "ToolFilter", "Toolset", "resolve_tools",
+           "toolset_instructions"]
 
 ToolFilter: TypeAlias = Callable[[RunContext[Any], Tool[..., Any]], "bool | Awaitable[bool]"]
 """Keeps a tool for this step when it returns true (sync or async); it may consult `ctx.deps`."""
@@ -51,6 +52,11 @@ class Toolset(ABC):
     @abstractmethod
     async def get_tools(self, context: RunContext[Any]) -> Sequence[Tool[..., Any]]:
         """The tools to offer the model at this step."""
+
+    async def get_instructions(self, context: RunContext[Any]) -> str | None:
+        """Text for the system prompt of this step, after the agent's instructions (an MCP server's
+        `instructions`); `None` adds nothing."""
+        return None
 
     async def __aenter__(self) -> Self:
         return self
@@ -108,6 +114,9 @@ class _WrapperToolset(Toolset):
     def run_scope(self) -> AbstractAsyncContextManager[Any]:
         return self.wrapped.run_scope()
 
+    async def get_instructions(self, context: RunContext[Any]) -> str | None:
+        return await self.wrapped.get_instructions(context)
+
 
 class FilteredToolset(_WrapperToolset):
     """The tools of another toolset that a list of names or a predicate allows, decided at every step."""
@@ -156,6 +165,12 @@ class PrefixedToolset(_WrapperToolset):
             copied.name = f"{self.prefix}_{t.name}"
             renamed.append(copied)
         return renamed
+
+
+async def toolset_instructions(toolsets: Sequence[Toolset], context: RunContext[Any]) -> str | None:
+    """The toolsets' instructions for this step, in toolset order, joined with blank lines."""
+    texts = [text for toolset in toolsets if (text := await toolset.get_instructions(context))]
+    return "\n\n".join(texts) or None
 
 
 async def resolve_tools(

@@ -2,10 +2,15 @@
 
     python -m tests.mcp.server                 # stdio
     python -m tests.mcp.server http PORT       # Streamable HTTP on 127.0.0.1:PORT/mcp
+    python -m tests.mcp.server sse PORT        # the legacy SSE transport on 127.0.0.1:PORT/sse
 
 Tools: `add` and `shout` (plain), `fail` (an error result), `slow` (writes the server's pid to
 $MCP_PID_FILE, then sleeps: a test kills the server mid-call), `hang` (never returns), `grow` (adds the
-tool `extra` and announces the list change), `picture` (text and an image).
+tool `extra` and announces the list change), `picture` (text and an image), `whoami` (the request's
+`x-team` header and the `_meta` the client sent).
+
+$MCP_INSTRUCTIONS becomes the server's `instructions`; over HTTP, $MCP_TOKEN makes every request need
+`Authorization: Bearer <token>` (401 without it, as hosted servers answer).
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 import anyio
+import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ImageContent, TextContent
 
-server = MCPServer("toolwire-test", log_level="WARNING")
+server = MCPServer("toolwire-test", log_level="WARNING", instructions=os.environ.get("MCP_INSTRUCTIONS") or None)
 logging.getLogger("mcp").setLevel(logging.WARNING)
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -82,9 +89,43 @@ def picture() -> list[TextContent | ImageContent]:
     return [TextContent(type="text", text="a red dot"), ImageContent(type="image", data=PNG, mime_type="image/png")]
 
 
+@server.tool()
+def whoami(ctx: Context) -> dict[str, Any]:
+    """Who is calling: the x-team header and the request's _meta."""
+    headers = ctx.headers or {}
+    meta = ctx.request_context.meta or {}
+    user = meta.get("user") if isinstance(meta, dict) else getattr(meta, "user", None)
+    return {"team": headers.get("x-team"), "user": user}
+
+
+def require_token(app: Any, token: str) -> Any:
+    """ASGI middleware: HTTP requests without `Authorization: Bearer <token>` get 401, as hosted servers answer."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            if headers.get(b"authorization") != f"Bearer {token}".encode():
+                body = b'{"error": "invalid_token", "error_description": "A bearer token is required."}'
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer error="invalid_token"')]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def serve_http(kind: str, port: int) -> None:
+    app = server.sse_app() if kind == "sse" else server.streamable_http_app()
+    token = os.environ.get("MCP_TOKEN")
+    if token:
+        app = require_token(app, token)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    anyio.run(uvicorn.Server(config).serve)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["http"]:
-        port = int(sys.argv[2])
-        anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=port))
+    if sys.argv[1:2] in (["http"], ["sse"]):
+        serve_http(sys.argv[1], int(sys.argv[2]))
     else:
         server.run()

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "tests.mcp.server"]
 
 
-def stdio_server(pid_file: Path | None = None, **options: object) -> MCPServer:
-    env = {"MCP_PID_FILE": str(pid_file)} if pid_file is not None else None
+def stdio_server(pid_file: Path | None = None, *, env: dict[str, str] | None = None, **options: object) -> MCPServer:
+    env = {**({"MCP_PID_FILE": str(pid_file)} if pid_file is not None else {}), **(env or {})} or None
     return MCPServer.stdio(COMMAND[0], COMMAND[1:], cwd=ROOT, env=env, **options)  # type: ignore[arg-type]
 
 
@@ -33,11 +33,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_process(pid_file: Path | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """The test server as a Streamable HTTP process on loopback: `(url, process)`; killed at the end."""
+def http_process(
+    pid_file: Path | None = None, *, kind: str = "http", env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The test server as an HTTP process on loopback: `(url, process)`; killed at the end.
+
+    `kind`: "http" (Streamable HTTP, the URL ends in /mcp) or "sse" (the legacy transport, /sse); `env`
+    adds to the server's environment (MCP_TOKEN, MCP_INSTRUCTIONS).
+    """
     port = free_port()
-    env = {**os.environ, **({"MCP_PID_FILE": str(pid_file)} if pid_file is not None else {})}
-    process = subprocess.Popen([*COMMAND, "http", str(port)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+    env = {**os.environ, **({"MCP_PID_FILE": str(pid_file)} if pid_file is not None else {}), **(env or {})}
+    process = subprocess.Popen([*COMMAND, kind, str(port)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
@@ -49,7 +55,7 @@ def http_process(pid_file: Path | None = None) -> Iterator[tuple[str, subprocess
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("The test MCP server did not start listening.") from None
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", process
+        yield f"http://127.0.0.1:{port}/{'sse' if kind == 'sse' else 'mcp'}", process
     finally:
         process.kill()
         process.wait(timeout=10)

@@ -48,7 +48,7 @@ from ..messages import Message, ToolCallPart
 from ..settings import ModelSettings
 from ..telemetry import RunTrace
 from ..tools import RunContext, Tool
-from ..toolsets import Toolset, resolve_tools
+from ..toolsets import Toolset, resolve_tools, toolset_instructions
 from ._approval import Approval, Denial, RunState, decisions_for
 from ._config import RunConfig
 from ._execute import Toolbox, results_in_order
@@ -450,11 +450,12 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
                 exceeded.messages = list(self.messages)
                 raise exceeded
         round_ = await self._round(step, conversation)
-        if self._static:
+        extra = await toolset_instructions(self._toolsets, round_.context) if self._toolsets else None
+        if self._static and extra is None:
             round_.system = self._static_system
         else:
-            round_.system = _join_system(
-                await render_instructions(config.instructions, round_.context, self.messages), config)
+            text = await render_instructions(config.instructions, round_.context, self.messages)
+            round_.system = _join_system("\n\n".join(t for t in (text, extra) if t) or None, config)
         await self._play(round_, self._respond)
         if round_.message is None:
             raise UserError(f"The model {config.model.name!r} ended a response without an assembled "
