@@ -111,8 +111,7 @@ class _HTTPOptions:
     headers: Mapping[str, str] | None = None
     bearer_token: str | None = None
     auth: httpx2.Auth | None = None
-    verify: ssl.SSLContext | str | bool = True
-    cert: Any = None
+    verify: ssl.SSLContext | bool = True
     http_client: httpx2.AsyncClient | None = None
 
 
@@ -163,6 +162,8 @@ class MCPServer(Toolset):
         self.retries = check_retries(retries, "MCPServer(retries=...)")
         self._http = http if http is not None else _HTTPOptions()
         self._instructions: str | None = None
+        self._refused: int | None = None
+        """The status of a 401/403 answer seen while connecting: the `mcp` client reports it without one."""
         self.name = name or _default_name(target)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -276,6 +277,7 @@ class MCPServer(Toolset):
             self._opened += 1  # nested opening in the same task: one connection, closed by the outermost
             return self
         self._stop, self._dead, self._lost, self._stale = anyio.Event(), anyio.Event(), None, False
+        self._refused = None
         self._refresh = anyio.Lock()
         tg = anyio.create_task_group()
         await tg.__aenter__()
@@ -373,6 +375,11 @@ class MCPServer(Toolset):
     async def _http_transport(self, url: str) -> AsyncIterator[Any]:
         """The HTTP transport on the caller's client, or on one made from the options (closed at the end)."""
         options = self._http
+
+        async def note_refusal(response: httpx2.Response) -> None:
+            if response.status_code in (401, 403):
+                self._refused = response.status_code
+
         async with AsyncExitStack() as stack:
             client = options.http_client
             if client is None:
@@ -380,8 +387,14 @@ class MCPServer(Toolset):
                 if options.bearer_token is not None:
                     headers["Authorization"] = f"Bearer {options.bearer_token}"
                 client = await stack.enter_async_context(httpx2.AsyncClient(
-                    headers=headers, auth=options.auth, verify=options.verify, cert=options.cert,
-                    timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT)))
+                    headers=headers, auth=options.auth, verify=options.verify,
+                    timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT),
+                    event_hooks={"response": [note_refusal]}))
+            else:
+                # The caller's client gets the hook only while this connection is open.
+                hooks = client.event_hooks
+                client.event_hooks = {**hooks, "response": [*hooks.get("response", []), note_refusal]}
+                stack.callback(_remove_hook, client, note_refusal)
             if options.transport == "sse":
                 borrowed = _Borrowed(client)
                 async with sse_client(url, httpx_client_factory=lambda **_: borrowed) as streams:  # type: ignore[arg-type,return-value]
@@ -413,7 +426,7 @@ class MCPServer(Toolset):
         return shlex.join([self.target.command, *self.target.args])
 
     def _connect_error(self, exc: Exception) -> MCPServerError:
-        status = _http_status(exc)
+        status = _http_status(exc) or self._refused
         if status in (401, 403):
             given = ("the credentials it was given were refused" if self._has_credentials() else
                      "it needs credentials and none were given")
@@ -526,6 +539,11 @@ class MCPServer(Toolset):
         return _result_value(name, result, context)
 
 
+def _remove_hook(client: httpx2.AsyncClient, hook: Any) -> None:
+    hooks = client.event_hooks
+    client.event_hooks = {**hooks, "response": [h for h in hooks.get("response", []) if h is not hook]}
+
+
 class _Borrowed:
     """The caller's client as the `async with` the SSE transport enters, without closing it at the end."""
 
@@ -570,7 +588,36 @@ def _http_options(
         raise UserError(f"auth must be an httpx2.Auth flow; got {type(auth).__name__}. For a plain token use "
                         "bearer_token=...")
     return _HTTPOptions(transport=transport, headers=dict(headers) if headers else None, bearer_token=bearer_token,
-                        auth=auth, verify=verify, cert=cert, http_client=http_client)
+                        auth=auth, verify=_tls_context(verify, cert), http_client=http_client)
+
+
+def _tls_context(verify: ssl.SSLContext | str | bool, cert: Any) -> ssl.SSLContext | bool:
+    """`verify=` and `cert=` as httpx2 takes them: an `ssl.SSLContext` (paths are deprecated there), or a bool."""
+    if isinstance(verify, ssl.SSLContext):
+        if cert is not None:
+            raise UserError("Give the client certificate to your SSLContext (load_cert_chain) instead of cert=.")
+        return verify
+    if verify is False:
+        if cert is not None:
+            raise UserError("cert= needs TLS verification on (verify=True or a CA bundle).")
+        return False
+    try:
+        if isinstance(verify, str):
+            context = (ssl.create_default_context(capath=verify) if os.path.isdir(verify)
+                       else ssl.create_default_context(cafile=verify))
+        elif verify is True:
+            if cert is None:
+                return True
+            context = ssl.create_default_context()
+        else:
+            raise UserError(f"verify must be True, False, a CA bundle path or an ssl.SSLContext; got {verify!r}.")
+        if cert is not None:
+            certfile, keyfile = (cert, None) if isinstance(cert, (str, os.PathLike)) else cert
+            context.load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise UserError(f"The TLS settings could not be loaded ({exc}); check the paths given as verify= and "
+                        "cert=.") from exc
+    return context
 
 
 def _http_status(exc: BaseException) -> int | None:

@@ -120,7 +120,9 @@ def serve_http(kind: str, port: int) -> None:
     token = os.environ.get("MCP_TOKEN")
     if token:
         app = require_token(app, token)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    # $MCP_TLS_CERT / $MCP_TLS_KEY: serve HTTPS with that certificate (the TLS tests make a self-signed one).
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                            ssl_certfile=os.environ.get("MCP_TLS_CERT"), ssl_keyfile=os.environ.get("MCP_TLS_KEY"))
     anyio.run(uvicorn.Server(config).serve)
 
 

@@ -55,7 +55,8 @@ def http_process(
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("The test MCP server did not start listening.") from None
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/{'sse' if kind == 'sse' else 'mcp'}", process
+        scheme = "https" if "MCP_TLS_CERT" in env else "http"
+        yield f"{scheme}://127.0.0.1:{port}/{'sse' if kind == 'sse' else 'mcp'}", process
     finally:
         process.kill()
         process.wait(timeout=10)
