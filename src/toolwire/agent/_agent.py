@@ -397,7 +397,9 @@ class Agent(Generic[OutputT, DepsT]):
         like a function given in `system=`; its text follows the parts of `system=`, in the order the
         functions were decorated. It returns text, or `None` to add nothing.
         """
-        normalize_instructions(function)
+        if not callable(function):
+            raise UserError(f"@agent.instructions decorates a function (sync or async) of the run context that "
+                            f"returns text; got {type(function).__name__}. Put fixed text in system=.")
         self.instruction_functions.append(function)
         return function
 

@@ -156,6 +156,7 @@ class RoundPlayer:
     _limits: UsageLimits | None
     _budget: UsageBudget | None
     _tool_retries: dict[str, int]
+    _retries: int
     _requests: int
     _tool_calls: int
     messages: list[Message]
@@ -324,6 +325,7 @@ class RoundPlayer:
         config = self._config
         output = config.output
         if output is not None and output.kind == "tool" and call.name == FINAL_RESULT_TOOL:
+            context.retry = self._retries  # for output validators: answers sent back so far
             checked = output.check_data(call.arguments)
             if checked.error is None and config.output_validators:
                 checked = await apply_validators(config.output_validators, context, checked.value)
