@@ -397,7 +397,7 @@ class MCPServer(Toolset):
                 stack.callback(_remove_hook, client, note_refusal)
             if options.transport == "sse":
                 borrowed = _Borrowed(client)
-                async with sse_client(url, httpx_client_factory=lambda **_: borrowed) as streams:  # type: ignore[arg-type,return-value]
+                async with sse_client(url, httpx_client_factory=lambda **_: borrowed) as streams:  # type: ignore[arg-type]
                     yield streams
             else:
                 async with streamable_http_client(url, http_client=client) as streams:
@@ -636,9 +636,7 @@ def _http_status(exc: BaseException) -> int | None:
         status = getattr(response, "status_code", None)
         if isinstance(status, int):
             return status
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                seen.append(linked)
+        seen.extend(linked for linked in (current.__cause__, current.__context__) if linked is not None)
     return None
 
 

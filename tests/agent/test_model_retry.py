@@ -13,8 +13,8 @@ from toolwire import (
     ModelRetry,
     OutputValidationError,
     RunContext,
-    ToolRetriesExceeded,
     ToolResultEvent,
+    ToolRetriesExceeded,
     UserError,
     tool,
 )
@@ -121,7 +121,7 @@ async def test_an_output_validator_raising_model_retry_sends_the_answer_back() -
 
     text_model = ScriptedModel(["no"], ["still no"])
     strict = Agent(text_model, output_retries=1, output_validators=[_always_retry])
-    with pytest.raises(OutputValidationError, match="Say yes."):
+    with pytest.raises(OutputValidationError, match=r"Say yes\."):
         await strict.run("Say yes.")
     assert text_model.requests[1].messages[-1].text.startswith("Your answer was not accepted: Say yes.")
 

@@ -112,7 +112,7 @@ def test_run_sync_without_a_loop_sees_the_override() -> None:
 
 async def test_a_bad_override_is_refused_at_once() -> None:
     agent = production_agent()
-    with pytest.raises(UserError, match="override\\(model=...\\) takes a Model"):
+    with pytest.raises(UserError, match=r"override\(model=\.\.\.\) takes a Model"):
         agent.override(model=42)
     with pytest.raises(UserError, match="Toolset objects"):
         agent.override(toolsets=[whose])

@@ -9,7 +9,7 @@ import ipaddress
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import httpx2
@@ -17,10 +17,13 @@ import pytest
 
 from tests.agent.support import assert_valid_history, results_of
 from toolwire import Agent, MCPServerError, RunContext, UserError
-from toolwire.mcp import CallMCPTool, MCPServer
+from toolwire.mcp import MCPServer
 from toolwire.testing import ScriptedModel, ToolCall
 
 from .support import http_process
+
+if TYPE_CHECKING:
+    from toolwire.mcp import CallMCPTool
 
 pytestmark = pytest.mark.anyio
 
@@ -100,7 +103,7 @@ async def test_an_auth_flow_signs_every_request() -> None:
 
 def test_http_options_are_checked_before_connecting() -> None:
     url = "http://127.0.0.1:9/mcp"
-    with pytest.raises(UserError, match="httpx2.AsyncClient"):
+    with pytest.raises(UserError, match=r"httpx2\.AsyncClient"):
         MCPServer.http(url, http_client=httpx.AsyncClient())  # type: ignore[arg-type]
     with pytest.raises(UserError, match="configure them on the client"):
         MCPServer.http(url, http_client=httpx2.AsyncClient(), bearer_token="t")
@@ -119,7 +122,7 @@ def self_signed(tmp_path: Path) -> tuple[Path, Path]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "toolwire-test")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=1))
@@ -138,7 +141,7 @@ async def test_tls_is_verified_and_a_ca_bundle_makes_a_private_certificate_trust
     cert, key = self_signed(tmp_path)
     with guarded("http", MCP_TLS_CERT=str(cert), MCP_TLS_KEY=str(key)) as url:
         assert url.startswith("https://")
-        with pytest.raises(MCPServerError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+        with pytest.raises(MCPServerError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
             async with MCPServer.http(url, bearer_token=TOKEN, connect_timeout=20):
                 pass
         trusted = MCPServer.http(url, bearer_token=TOKEN, verify=str(cert), headers={"X-Team": "tls"})

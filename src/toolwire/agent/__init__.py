@@ -23,12 +23,12 @@ from ._agent import Agent as Agent, AgentOptions as AgentOptions
 from ._approval import Approval as Approval, Denial as Denial, RunState as RunState
 from ._instructions import Instruction as Instruction, Instructions as Instructions
 from ._limits import UsageBudget as UsageBudget, UsageLimits as UsageLimits
-from ._override import AgentOverride as AgentOverride
 from ._output import (
     OutputMode as OutputMode,
     OutputValidationError as OutputValidationError,
     OutputValidator as OutputValidator,
 )
+from ._override import AgentOverride as AgentOverride
 from ._run import AgentRun as AgentRun
 from ._stream import RunStream as RunStream
 from ._types import (

@@ -364,14 +364,12 @@ class Agent(Generic[OutputT, DepsT]):
         return f"Agent(model={self.model.name!r}, tools={[t.name for t in self.tools]!r})"
 
     @overload
-    def output_validator(self, function: ValidatorT, /) -> ValidatorT: ...
+    def output_validator(self, function: ValidatorT) -> ValidatorT: ...
 
     @overload
     def output_validator(self, *, partial: bool = False) -> Callable[[ValidatorT], ValidatorT]: ...
 
-    def output_validator(
-        self, function: ValidatorT | None = None, /, *, partial: bool = False
-    ) -> ValidatorT | Callable[[ValidatorT], ValidatorT]:
+    def output_validator(self, function: Any = None, *, partial: bool = False) -> Any:
         """Decorator adding an output validator: `@agent.output_validator` over `def check(ctx, output): ...`.
 
         With `@agent.output_validator(partial=True)` the validator also checks each partial answer of
@@ -381,7 +379,7 @@ class Agent(Generic[OutputT, DepsT]):
         Validators added without it never see partial answers.
         """
 
-        def add(fn: ValidatorT) -> ValidatorT:
+        def add(fn: Any) -> Any:
             check_validators([fn])
             self.output_validators.append(fn)
             if partial:
@@ -557,8 +555,12 @@ class Agent(Generic[OutputT, DepsT]):
             return anyio.run(call)
         # The worker thread runs in a copy of this context, so an `override` block around the call applies.
         context = contextvars.copy_context()
+
+        def in_thread() -> RunResult[OutputT]:
+            return context.run(anyio.run, call)
+
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(context.run, anyio.run, call).result()
+            return pool.submit(in_thread).result()
 
     async def aclose(self) -> None:
         """Close the HTTP client of a model this agent created from a string."""

@@ -145,7 +145,8 @@ class Toolbox:
                 result = ToolResultPart(call_id=call.id, name=call.name, result=to_jsonable(value))
         except ModelRetry as exc:
             result, exception, retry = error_result(call, _safe_str(exc)), exc, True
-            logger.info("Tool %r (call %s) asked the model to try again: %s", call.name, call.id, result.result["error"])
+            logger.info("Tool %r (call %s) asked the model to try again: %s", call.name, call.id,
+                        result.result["error"])
         except ToolError as exc:
             result, exception = error_result(call, _safe_str(exc)), exc
             logger.info("Tool %r (call %s) reported an error: %s", call.name, call.id, result.result["error"])
