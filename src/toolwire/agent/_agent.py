@@ -418,7 +418,8 @@ class Agent(Generic[OutputT, DepsT]):
         Works with `with` and `async with`; blocks nest, and each task and thread sees only its own
         overrides (a `ContextVar`), so tests running in parallel do not leak into each other. Inside the
         block the override wins over a run's own `deps=`. `tools` replaces the agent's tools (a run's
-        `tools=` are still added); `system` replaces both `system=` and `@agent.instructions`.
+        `tools=` are still added); `toolsets` the agent's toolsets (also those `async with agent:` opens
+        inside the block); `system` replaces both `system=` and `@agent.instructions`.
         """
         return AgentOverride(self._overrides, checked_overrides(model=model, deps=deps, tools=tools,
                                                                 toolsets=toolsets, system=system))
@@ -577,8 +578,10 @@ class Agent(Generic[OutputT, DepsT]):
         """
         if self._open is None:
             stack = AsyncExitStack()
+            override = self._overrides.get()
+            toolsets = self.toolsets if override is None or override.toolsets is UNSET else override.toolsets
             try:
-                for toolset in list(self.toolsets):
+                for toolset in list(toolsets):
                     await stack.enter_async_context(toolset)
             except BaseException:
                 await stack.aclose()
