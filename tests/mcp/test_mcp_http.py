@@ -195,3 +195,25 @@ async def test_the_sse_transport_lists_and_calls_tools() -> None:
     (added,) = results_of(result.messages)
     assert (added.name, added.result, added.is_error) == ("add", {"result": 5}, False)
     assert "whoami" in [t.name for t in model.requests[0].tools]
+
+
+async def test_process_tool_call_can_ask_the_model_again_within_the_servers_retries() -> None:
+    from toolwire import ModelRetry, ToolRetriesExceeded
+
+    from .support import stdio_server
+
+    async def positive_only(ctx: RunContext[Any], call_tool: CallMCPTool, name: str, arguments: dict[str, Any]) -> Any:
+        if name == "add" and min(arguments.values()) < 0:
+            raise ModelRetry("Only positive numbers, please.")
+        return await call_tool(name, arguments)
+
+    model = ScriptedModel([ToolCall("add", {"a": -1, "b": 2})], [ToolCall("add", {"a": 1, "b": 2})], ["3."])
+    result = await Agent(model, toolsets=[stdio_server(process_tool_call=positive_only, retries=1)]).run("Add.")
+    refused, added = results_of(result.messages)
+    assert refused.result == {"error": "Only positive numbers, please."}
+    assert added.result == {"result": 3}
+    strict = ScriptedModel([ToolCall("add", {"a": -1, "b": 2})], ["never"])
+    with pytest.raises(ToolRetriesExceeded) as caught:
+        await Agent(strict, toolsets=[stdio_server(process_tool_call=positive_only, retries=0)]).run("Add.")
+    assert (caught.value.tool, caught.value.retries) == ("add", 0)
+    assert_valid_history(caught.value.messages)

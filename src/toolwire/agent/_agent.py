@@ -354,6 +354,9 @@ class Agent(Generic[OutputT, DepsT]):
         """The typed-output spec for the current output type, mode and model (built once per combination)."""
         if self.output_type is None:
             return None
+        if model is not self.model:
+            # An override's model: not cached, since its id may be reused by another model once it is gone.
+            return OutputSpec.for_model(self.output_type, model, self.output_mode)
         key = (self.output_type, self.output_mode, id(model))
         spec = self._outputs.get(key)
         if spec is None:

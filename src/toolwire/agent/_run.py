@@ -444,11 +444,6 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
             if exceeded is not None:
                 exceeded.messages = list(self.messages)
                 raise exceeded
-        if self._budget is not None:
-            exceeded = self._budget.reserve_request(last_input=last_input)
-            if exceeded is not None:
-                exceeded.messages = list(self.messages)
-                raise exceeded
         round_ = await self._round(step, conversation)
         extra = await toolset_instructions(self._toolsets, round_.context) if self._toolsets else None
         if self._static and extra is None:
@@ -456,6 +451,12 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         else:
             text = await render_instructions(config.instructions, round_.context, self.messages)
             round_.system = _join_system("\n\n".join(t for t in (text, extra) if t) or None, config)
+        if self._budget is not None:
+            # Reserved last, once nothing else can stop the request: a reserved request is one that is sent.
+            exceeded = self._budget.reserve_request(last_input=last_input)
+            if exceeded is not None:
+                exceeded.messages = list(self.messages)
+                raise exceeded
         await self._play(round_, self._respond)
         if round_.message is None:
             raise UserError(f"The model {config.model.name!r} ended a response without an assembled "
