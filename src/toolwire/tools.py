@@ -141,17 +141,6 @@ class RunContext(Generic[DepsT]):
                           requests=self.requests, tool_calls=self.tool_calls, conversation_id=self.conversation_id,
                           model=self.model, run_id=self.run_id, retry=self.retry)
 
-    def replace(self, **changes: Any) -> RunContext[DepsT]:
-        """A copy with `changes` applied (keyword names as in the constructor; `call` for the tool call)."""
-        fields = {"deps": self.deps, "call": self.tool_call, "step": self.step, "messages": self.messages,
-                  "usage": self.usage, "requests": self.requests, "tool_calls": self.tool_calls,
-                  "conversation_id": self.conversation_id, "metadata": self.metadata, "model": self.model,
-                  "run_id": self.run_id, "retry": self.retry, "partial_output": self.partial_output}
-        unknown = set(changes) - set(fields)
-        if unknown:
-            raise UserError(f"RunContext has no field(s) {sorted(unknown)}.")
-        return RunContext(**{**fields, **changes})
-
     def __repr__(self) -> str:
         call = f", call={self.tool_call.name!r}" if self.tool_call is not None else ""
         return f"RunContext(step={self.step}, deps={self.deps!r}{call})"

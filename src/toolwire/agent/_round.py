@@ -70,6 +70,7 @@ __all__ = ["STREAM_FAILED", "Committed", "Item", "Round", "RoundPlayer", "calls_
 
 STREAM_FAILED = "The tool was not run because the model's response stream failed before the run could go on."
 LIMIT_HELD = "This call was not run: the run stopped at a usage limit before it could be approved."
+RETRIES_HELD = "This call was not run: the run stopped (a tool asked for too many retries) before it could be approved."
 _CLOSE_TIMEOUT = 10.0
 """Seconds a model response may take to close while the run is being cancelled."""
 _APPEND_TIMEOUT = 30.0
@@ -209,7 +210,7 @@ class RoundPlayer:
         stop = round_.limit_error or round_.retry_error
         if stop is not None:
             # Calls held for approval cannot be decided any more: the run stops here, so they are answered.
-            await self._remember(self._commit(round_, missing=LIMIT_HELD))
+            await self._remember(self._commit(round_, missing=LIMIT_HELD if round_.limit_error else RETRIES_HELD))
             stop.messages = list(self.messages)
             raise stop
         if round_.held:
