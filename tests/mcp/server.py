@@ -6,8 +6,9 @@
 
 Tools: `add` and `shout` (plain), `fail` (an error result), `slow` (writes the server's pid to
 $MCP_PID_FILE, then sleeps: a test kills the server mid-call), `hang` (never returns), `grow` (adds the
-tool `extra` and announces the list change), `picture` (text and an image), `whoami` (the request's
-`x-team` header and the `_meta` the client sent).
+tool `extra` and announces the list change), `picture` (text and an image); with $MCP_WHOAMI set, also
+`whoami` (the request's `x-team` header and the `_meta` the client sent; opt-in so that the tool lists
+other tests assert stay as they are).
 
 $MCP_INSTRUCTIONS becomes the server's `instructions`; over HTTP, $MCP_TOKEN makes every request need
 `Authorization: Bearer <token>` (401 without it, as hosted servers answer).
@@ -89,13 +90,16 @@ def picture() -> list[TextContent | ImageContent]:
     return [TextContent(type="text", text="a red dot"), ImageContent(type="image", data=PNG, mime_type="image/png")]
 
 
-@server.tool()
 def whoami(ctx: Context) -> dict[str, Any]:
     """Who is calling: the x-team header and the request's _meta."""
     headers = ctx.headers or {}
     meta = ctx.request_context.meta or {}
     user = meta.get("user") if isinstance(meta, dict) else getattr(meta, "user", None)
     return {"team": headers.get("x-team"), "user": user}
+
+
+if os.environ.get("MCP_WHOAMI"):
+    server.tool()(whoami)
 
 
 def require_token(app: Any, token: str) -> Any:

@@ -43,7 +43,7 @@ async def test_two_tools_are_listed_and_called_in_one_run(transport: str) -> Non
             result = await agent.run("Add and shout.")
         assert not server.connected
     offered = [t.name for t in model.requests[0].tools]
-    assert offered == ["add", "shout", "fail", "slow", "hang", "grow", "picture", "whoami"]
+    assert offered == ["add", "shout", "fail", "slow", "hang", "grow", "picture"]
     assert model.requests[0].tools[0].description == "Add two numbers."
     assert model.requests[0].tools[0].parameters["required"] == ["a", "b"]
     added, shouted = results_of(result.messages)

@@ -37,7 +37,7 @@ def connect(kind: str, url: str, **options: Any) -> MCPServer:
 
 @contextmanager
 def guarded(kind: str, **env: str) -> Iterator[str]:
-    with http_process(kind=kind, env={"MCP_TOKEN": TOKEN, **env}) as (url, _process):
+    with http_process(kind=kind, env={"MCP_TOKEN": TOKEN, "MCP_WHOAMI": "1", **env}) as (url, _process):
         yield url
 
 
