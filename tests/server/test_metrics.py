@@ -40,7 +40,7 @@ def value(found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
 async def until_scraped(server: ServerProcess, condition: Callable[[dict[tuple[str, frozenset[tuple[str, str]]], float]],
                                                                    bool], what: str) -> None:
     with anyio.fail_after(15):
-        while not condition(await anyio.to_thread.run_sync(samples, server)):
+        while not condition(await anyio.to_thread.run_sync(samples, server)):  # noqa: ASYNC110 - another process
             await anyio.sleep(0.05)
 
 
