@@ -79,7 +79,8 @@ class ServerMetrics:
         registry = self.registry = CollectorRegistry()
         self.active_runs = Gauge("toolwire_active_runs", "Runs this process is executing.", registry=registry)
         self.followers = Gauge("toolwire_followers", "Event streams open on this process.", registry=registry)
-        self.events = Counter("toolwire_events_published", "Events appended to the event log.", registry=registry)
+        self._log: _CountedLog | None = None
+        registry.register(_EventsCollector(self))
         self.runs_finished = Counter("toolwire_runs_finished", "Runs that ended in this process, by status.",
                                      ["status"], registry=registry)
         self.store_seconds = Histogram("toolwire_store_operation_seconds", "Duration of each store call.",
@@ -100,10 +101,15 @@ class ServerMetrics:
         """The store, log, limiter and signals the server should use: the same, measured."""
         redis = self.redis_seconds if getattr(log, "shared", False) else None
         timed_store = cast("Store", _Timed(store, self.store_seconds, "", frozenset()))
-        counted_log = cast("EventLog", _CountedLog(log, self, redis))
+        self._log = _CountedLog(log, self, redis)
+        counted_log = cast("EventLog", self._log)
         counted_limiter = cast("RateLimiter", _CountedLimiter(limiter, self.refusals, redis))
         timed_signals = _Timed(signals, redis, "signals.", _NOT_TIMED) if redis is not None else signals
         return timed_store, counted_log, counted_limiter, timed_signals
+
+    @property
+    def events_published(self) -> int:
+        return self._log.published if self._log is not None else 0
 
     def exposition(self) -> tuple[bytes, str]:
         """The metrics in the Prometheus text format, and its content type."""
@@ -156,6 +162,22 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, media_type=media_type)
 
 
+class _EventsCollector:
+    """`toolwire_events_published_total`, from `ServerMetrics.events_published` at each scrape."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily
+
+        yield CounterMetricFamily("toolwire_events_published", "Events appended to the event log.",
+                                  value=self._metrics.events_published)
+
+    def describe(self) -> Any:
+        return self.collect()
+
+
 class _Timed(Forwarding):
     """Times each call of the wrapped object's coroutine methods (`skip` excepted) into `histogram`."""
 
@@ -193,7 +215,9 @@ class _CountedLog(_Timed):
     def __init__(self, log: Any, metrics: ServerMetrics, redis: Any) -> None:
         super().__init__(log, redis, "log.", _NOT_TIMED)
         self._redis = redis
-        self._events = metrics.events.inc
+        self.published = 0
+        """Events appended: a plain integer on the per-event path (prometheus_client's `Counter.inc` takes a
+        lock and costs more than the rest of this method); the collector reads it when scraped."""
         self._finished = metrics.runs_finished
         # Bound once: the append below is on the per-event path.
         self._append = self.wrap_method("append", log.append) if redis is not None else log.append
@@ -203,7 +227,7 @@ class _CountedLog(_Timed):
 
     def append(self, chat_id: str, entries: Sequence[LogEntry], *args: Any, **kwargs: Any) -> Any:
         # Not a coroutine itself: it returns the log's own, so a counted append adds no frame to await.
-        self._events(len(entries))
+        self.published += len(entries)
         if entries and entries[-1].type == "run_finished":
             status = entries[-1].event.get("status")
             if isinstance(status, str):
