@@ -130,7 +130,11 @@ async def test_redis_latency_is_measured_where_redis_is_used(
         events = await api.run(chat, "Hi [[redis]]")
     assert events[-1].data["status"] == "completed"
     found = samples(server)
-    assert value(found, "toolwire_redis_operation_seconds_count", operation="log.append") >= 1
+    # Each append waited for Redis (count and sum); a follower's read and wait are on the per-event path: untimed.
+    assert value(found, "toolwire_redis_append_seconds_count") >= 1
+    assert value(found, "toolwire_redis_append_seconds_sum") > 0
+    assert value(found, "toolwire_redis_operation_seconds_count", operation="log.read_after") == 0
+    assert value(found, "toolwire_redis_operation_seconds_count", operation="log.expect_run") == 1
     assert value(found, "toolwire_redis_operation_seconds_count", operation="limiter.acquire") >= 2
     assert value(found, "toolwire_redis_operation_seconds_count", operation="log.wait") == 0  # a wait is no latency
     assert value(found, "toolwire_events_published_total") == len(events)

@@ -14,8 +14,12 @@ What is measured, and where:
 - `toolwire_runs_finished_total{status}`: runs that ended here, by the status of their `run_finished`
   (completed, failed, cancelled, interrupted, paused; a recovered run counts where it was recovered).
 - `toolwire_store_operation_seconds{operation}`: each `Store` call of the server, by method name.
-- `toolwire_redis_operation_seconds{operation}` (with `--redis`): each call of the Redis-backed event log,
-  rate limiter and signals (`log.append` waits for the pipelined write), blocking waits excepted.
+- `toolwire_redis_operation_seconds{operation}` (with `--redis`): each call of the Redis-backed rate limiter
+  (`limiter.acquire`, `limiter.spend`), signals (`signals.cancel`...) and event log (`log.last_cursor`,
+  `log.discard`...), blocking waits excepted; and `toolwire_redis_append_seconds` (a count and a sum, no
+  buckets): how long each append waited for its pipelined write. Appends and follower reads are on the
+  per-event path: an append adds to two plain numbers instead of a histogram's locked buckets, and reads
+  (mostly answered from this process's copy of the stream) are not timed.
 - `toolwire_limit_refusals_total{limit}`: requests refused by a per-user limit: `runs`, `tool_calls`,
   `writes` (the rate limits) and the token budgets (`daily_input_tokens`, ...; `budgets.py`).
 
@@ -56,9 +60,9 @@ BUDGET_LIMITS = ("daily_input_tokens", "daily_output_tokens", "monthly_input_tok
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Seconds: a local SQLite write or a Redis round trip is well under a millisecond, a loaded database's tens."""
 
-_NOT_TIMED = frozenset({"wait", "watch", "release", "sweep", "start", "aclose", "close", "open"})
+_NOT_TIMED = frozenset({"wait", "watch", "release", "sweep", "start", "aclose", "close", "open", "read_after"})
 """Calls of the log, limiter and signals that block until something happens (or that set up or tear down
-connections): their duration is not Redis latency."""
+connections): their duration is not Redis latency. `read_after` is a follower's per-event read."""
 
 
 class ServerMetrics:
@@ -163,16 +167,21 @@ async def metrics_endpoint(request: Request) -> Response:
 
 
 class _EventsCollector:
-    """`toolwire_events_published_total`, from `ServerMetrics.events_published` at each scrape."""
+    """The per-event path's figures, read from the counted log's plain numbers at each scrape."""
 
     def __init__(self, metrics: ServerMetrics) -> None:
         self._metrics = metrics
 
     def collect(self) -> Any:
-        from prometheus_client.core import CounterMetricFamily
+        from prometheus_client.core import CounterMetricFamily, SummaryMetricFamily
 
+        log = self._metrics._log
         yield CounterMetricFamily("toolwire_events_published", "Events appended to the event log.",
-                                  value=self._metrics.events_published)
+                                  value=log.published if log is not None else 0)
+        if log is not None and log._redis is not None:
+            yield SummaryMetricFamily("toolwire_redis_append_seconds", "Time each append to the Redis event log "
+                                      "waited for its pipelined write.", count_value=log.appends_timed,
+                                      sum_value=log.append_seconds)
 
     def describe(self) -> Any:
         return self.collect()
@@ -220,7 +229,10 @@ class _CountedLog(_Timed):
         lock and costs more than the rest of this method); the collector reads it when scraped."""
         self._finished = metrics.runs_finished
         # Bound once: the append below is on the per-event path.
-        self._append = self.wrap_method("append", log.append) if redis is not None else log.append
+        self._append = self._timed_append if redis is not None else log.append
+        self._log_append = log.append
+        self.append_seconds = 0.0
+        self.appends_timed = 0
 
     def wrap_method(self, name: str, method: Any) -> Any:
         return method if self._redis is None else super().wrap_method(name, method)
@@ -233,6 +245,14 @@ class _CountedLog(_Timed):
             if isinstance(status, str):
                 self._finished.labels(status).inc()
         return self._append(chat_id, entries, *args, **kwargs)
+
+    async def _timed_append(self, chat_id: str, entries: Sequence[LogEntry], *args: Any, **kwargs: Any) -> None:
+        started = time.perf_counter()
+        try:
+            await self._log_append(chat_id, entries, *args, **kwargs)
+        finally:
+            self.append_seconds += time.perf_counter() - started
+            self.appends_timed += 1
 
 
 class _CountedLimiter(_Timed):
