@@ -195,6 +195,9 @@ class BudgetedLimiter(Forwarding):
     """The run manager's rate limiter, with the token budgets checked first for every run it admits."""
 
     def __init__(self, limiter: Any, budgets: TokenBudgets, store: Store) -> None:
+        if not isinstance(store, SQLStore):
+            raise UserError("Token budgets read each user's usage from an SQLStore's database (SQLite or "
+                            f"PostgreSQL); this store is a {type(store).__name__}.")
         super().__init__(limiter)
         self.budgets = budgets
         self._store = store
