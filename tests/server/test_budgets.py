@@ -178,3 +178,21 @@ def test_budget_options_are_checked_by_serve(tmp_path: object) -> None:
         assert done.stderr.startswith("toolwire: ") and expected in done.stderr, done.stderr
 
 
+
+
+def test_budgets_and_metrics_are_refused_where_they_cannot_work() -> None:
+    from toolwire.server import ServerConfig, create_app
+
+    def factory(ctx: object) -> None:
+        raise AssertionError("no run is started here")
+
+    class NotSQL:  # a Store of the user's own, not an SQLStore
+        pass
+
+    with pytest.raises(UserError, match="read each user's usage from an SQLStore"):
+        create_app(factory, store=NotSQL(), config=ServerConfig(budgets=TokenBudgets(  # type: ignore[arg-type]
+            default=TokenBudget(daily_input=5))))
+    with pytest.raises(UserError, match="Metrics need a token"):
+        create_app(factory, store="sqlite:///:memory:", config=ServerConfig(metrics=True))
+    with pytest.raises(UserError, match="at least 16 characters"):
+        create_app(factory, store="sqlite:///:memory:", config=ServerConfig(metrics=True, metrics_token="short"))
