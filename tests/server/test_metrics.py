@@ -66,6 +66,10 @@ async def test_metrics_move_during_and_after_a_run(serve: Callable[..., ServerPr
                     assert value(during, "toolwire_events_published_total") >= len(events)
                     assert value(during, "toolwire_runs_finished_total", status="completed") == 0
                     assert value(during, "toolwire_store_operation_seconds_count", operation="start_run") == 1
+                    async with api.follow(chat) as second:  # another tab follows the run, then goes away
+                        assert second.status_code == 200
+                        await until_scraped(server, lambda s: value(s, "toolwire_followers") == 2, "two followers")
+                    await until_scraped(server, lambda s: value(s, "toolwire_followers") == 1, "the tab to go")
                     gate.release_tool("metrics-tool")
         assert events[-1].type == "run_finished" and events[-1].data["status"] == "completed"
 

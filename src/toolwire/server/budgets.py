@@ -18,7 +18,7 @@ A run is refused before anything is stored or the model is called: HTTP 429 with
 seconds until then). The check sits where the run manager admits runs, in front of its rate limiter
 (`BudgetedLimiter.acquire(user, "runs")`, which it calls for every new run and every resumed one).
 
-What a budget does not bound (README of the server, "Token budgets"): a run already going when its user
+What a budget does not bound (docs/guides/budgets.md): a run already going when its user
 reaches the budget finishes (its usage counts once it ends, so the next run is refused); several runs
 started at once, before any of them ended, are each admitted on the usage recorded so far; and a chat's
 runs go with it when the chat is deleted, their usage too.

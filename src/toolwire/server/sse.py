@@ -125,10 +125,10 @@ class EventStreamResponse(Response):
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                if metrics is not None:
+                    metrics.followers.dec()
                 aclose = getattr(self.frames, "aclose", None)
                 if aclose is not None:
                     await aclose()
-                if metrics is not None:
-                    metrics.followers.dec()
                 if disconnected and self.on_disconnect is not None:
                     await self.on_disconnect()
