@@ -196,3 +196,26 @@ def test_budgets_and_metrics_are_refused_where_they_cannot_work() -> None:
         create_app(factory, store="sqlite:///:memory:", config=ServerConfig(metrics=True))
     with pytest.raises(UserError, match="at least 16 characters"):
         create_app(factory, store="sqlite:///:memory:", config=ServerConfig(metrics=True, metrics_token="short"))
+
+
+async def test_a_paused_run_is_not_resumed_past_the_budget_and_stays_paused(
+        serve: Callable[..., ServerProcess], gate: GateServer) -> None:
+    from dataclasses import replace
+
+    from tests.server.support import calls, text
+
+    server = serve("--daily-output-tokens", "40")
+    paying = calls(("transfer", {"to": "alice", "amount": 5}))
+    resumed = gate.script("pay", replace(paying, usage=FakeUsage(input_tokens=10, output_tokens=60)), text("Paid."))
+    async with server.api() as api:
+        chat = await api.new_chat()
+        events = await api.run(chat, "[[pay]] pay alice")
+        assert events[-1].data["status"] == "paused" and events[-1].data["usage"]["output_tokens"] == 60
+        approval = next(e.data["approval_id"] for e in events if e.type == "approval_required")
+        async with api.decide(chat, [{"approval_id": approval, "approved": True}]) as response:
+            await response.aread()
+        assert response.status_code == 429 and response.json()["error"]["code"] == "budget_exceeded"
+        assert resumed.requests == 1  # the resumed run never asked the model
+        assert not [e for e in gate.events if e.startswith("transfer")]  # nor ran the approved tool
+        detail = await api.chat(chat)
+        assert detail["paused"] is not None and detail["paused"]["approvals"][0]["approval_id"] == approval
