@@ -19,6 +19,16 @@ Spans (names and attributes as the GenAI conventions define them):
   tool reported, MCP error results included) or `timeout`. The tool's own
   code runs with this span current, so spans it makes nest under it.
 
+Metrics (the GenAI client metrics of the same conventions), recorded per model request beside its `chat`
+span, through the meter provider given (default: the global one):
+- `gen_ai.client.operation.duration` (histogram, `s`): how long the request took, to the end of its stream.
+- `gen_ai.client.token.usage` (histogram, `{token}`): its input and output tokens, one record each, told
+  apart by `gen_ai.token.type` (`input` / `output`).
+Both carry `gen_ai.operation.name` (`chat`), `gen_ai.provider.name`, `gen_ai.request.model`,
+`gen_ai.response.model`, `server.address` / `server.port` where known; the duration also `error.type` when
+the request failed. Their bucket boundaries are the conventions' advice (`TOKEN_BUCKETS`,
+`DURATION_BUCKETS`); an SDK's views may override them.
+
 Content (`gen_ai.system_instructions`, `gen_ai.input.messages`, `gen_ai.output.messages`,
 `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`) is recorded only with `include_content=True`.
 
@@ -33,6 +43,7 @@ gives a web server a SERVER span per request, continuing the caller's W3C `trace
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -45,6 +56,7 @@ from .messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultP
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
+    from opentelemetry.metrics import Histogram
     from opentelemetry.trace import Span, Tracer
 
     from .events import FinishReason, Usage
@@ -53,6 +65,8 @@ if TYPE_CHECKING:
     from .tools import Tool
 
 __all__ = [
+    "DURATION_BUCKETS",
+    "TOKEN_BUCKETS",
     "Instrumentation",
     "RunTrace",
     "capture_context",
@@ -78,6 +92,11 @@ _PROVIDER_NAMES = {
 }
 """toolwire provider → `gen_ai.provider.name` where the conventions name one; other hosts keep their own name."""
 
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+"""`gen_ai.client.token.usage` bucket boundaries, as the GenAI conventions advise."""
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+"""`gen_ai.client.operation.duration` bucket boundaries (seconds), as the GenAI conventions advise."""
+
 
 class Instrumentation:
     """Where spans go and what they hold.
@@ -86,11 +105,14 @@ class Instrumentation:
         tracer_provider: The OpenTelemetry `TracerProvider` (default: the global one).
         include_content: Record messages, system instructions, tool arguments and results on the spans.
             Off by default: they may hold personal data and can be large.
+        meter_provider: The OpenTelemetry `MeterProvider` the GenAI client metrics go to (default: the
+            global one, which records nothing until an SDK is set up).
     """
 
-    def __init__(self, *, tracer_provider: Any = None, include_content: bool = False) -> None:
+    def __init__(self, *, tracer_provider: Any = None, include_content: bool = False,
+                 meter_provider: Any = None) -> None:
         try:
-            from opentelemetry import trace
+            from opentelemetry import metrics, trace
         except ImportError as exc:
             raise UserError("Telemetry needs OpenTelemetry: pip install 'toolwire[otel]' (and an SDK to export "
                             "the spans, e.g. opentelemetry-sdk).") from exc
@@ -99,15 +121,25 @@ class Instrumentation:
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         self.tracer: Tracer = provider.get_tracer("toolwire", __version__)
         self.include_content = include_content
+        meters = meter_provider if meter_provider is not None else metrics.get_meter_provider()
+        meter = meters.get_meter("toolwire", __version__)
+        self.operation_duration: Histogram = meter.create_histogram(
+            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+        self.token_usage: Histogram = meter.create_histogram(
+            "gen_ai.client.token.usage", unit="{token}", description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=list(TOKEN_BUCKETS))
 
 
 _default: Instrumentation | None = None
 
 
-def instrument(*, tracer_provider: Any = None, include_content: bool = False) -> Instrumentation:
-    """Trace every agent run of this process (agents given `instrument=False` excepted)."""
+def instrument(*, tracer_provider: Any = None, include_content: bool = False,
+               meter_provider: Any = None) -> Instrumentation:
+    """Trace (and measure) every agent run of this process (agents given `instrument=False` excepted)."""
     global _default
-    _default = Instrumentation(tracer_provider=tracer_provider, include_content=include_content)
+    _default = Instrumentation(tracer_provider=tracer_provider, include_content=include_content,
+                               meter_provider=meter_provider)
     return _default
 
 
@@ -193,6 +225,8 @@ class RunTrace:
         self.provider = _PROVIDER_NAMES.get(model.provider_name, model.provider_name)
         self.request_model = _request_model(model)
         self._server = _server_address(model)
+        self._chat_started = 0.0
+        """When the model request in progress started (a run makes its requests one after another)."""
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.provider.name": self.provider,
@@ -243,6 +277,7 @@ class RunTrace:
             if system:
                 attributes["gen_ai.system_instructions"] = _json([{"type": "text", "content": system}])
             attributes["gen_ai.input.messages"] = _json([_message(m) for m in request])
+        self._chat_started = time.perf_counter()
         return self._inst.tracer.start_span(f"chat {self.request_model}", context=self._context,
                                             kind=trace.SpanKind.CLIENT, attributes=attributes)
 
@@ -258,6 +293,7 @@ class RunTrace:
         finish_reason: FinishReason | None,
         error: BaseException | None,
     ) -> None:
+        self._measure_chat(message, usage, error)
         if message is not None:
             model = message.metadata.get("model")
             if isinstance(model, str):
@@ -277,6 +313,26 @@ class RunTrace:
         if error is not None:
             _set_error(self._trace, span, error)
         span.end()
+
+    def _measure_chat(self, message: Message | None, usage: Usage | None, error: BaseException | None) -> None:
+        """The request's GenAI client metrics (see the module docstring)."""
+        seconds = time.perf_counter() - self._chat_started
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider,
+                                      "gen_ai.request.model": self.request_model}
+        model = message.metadata.get("model") if message is not None else None
+        if isinstance(model, str):
+            attributes["gen_ai.response.model"] = model
+        if self._server is not None:
+            attributes["server.address"], port = self._server
+            if port is not None:
+                attributes["server.port"] = port
+        if usage is not None:
+            for count, token_type in ((usage.input_tokens, "input"), (usage.output_tokens, "output")):
+                if count is not None:
+                    self._inst.token_usage.record(count, {**attributes, "gen_ai.token.type": token_type})
+        if error is not None:
+            attributes["error.type"] = error_type(error)
+        self._inst.operation_duration.record(seconds, attributes)
 
     # -- tools -----------------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from ..models import Model, get_model
 from ..tools import Tool
 from ..toolsets import Toolset
 from ._connections import add_browser_arguments, add_connection_arguments, connection_limits
+from ._operations import add_operations_arguments, operations_config
 from ._render import error_line
 from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
 
@@ -125,6 +126,7 @@ def add_parser(sub: Any) -> None:
                         "(repeatable; '*' for any)")
     add_connection_arguments(p)
     add_browser_arguments(p)
+    add_operations_arguments(p)
     p.add_argument("--fake-delay", type=float, default=0.02,
                    help="seconds between the fake model's stream frames (default: 0.02)")
     p.add_argument("--db-retry-seconds", type=float, default=20.0, metavar="SECONDS",
@@ -277,7 +279,8 @@ async def _serve(args: argparse.Namespace) -> None:
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
                           max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
-                          store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors)
+                          store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors,
+                          **operations_config(args))
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends

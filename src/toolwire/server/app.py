@@ -43,9 +43,11 @@ from ..store import SQLStore, Store, StoreUnavailable
 from ..web import static_file
 from .account import me
 from .browser import BrowserHeaders
+from .budgets import BudgetedLimiter, TokenBudgets
 from .errors import ApiError, handle_api_error, handle_http_exception, handle_store_unavailable, handle_unexpected
 from .eventlog import EventLog, InMemoryEventLog
 from .limits import Limits, MemoryRateLimiter, RateLimiter, ReleaseUserRequests, ResultPolicy, UserRequests
+from .metrics import measured, metrics_endpoint
 from .protocol_routes import agui_run, vercel_chat, vercel_history, vercel_stop, vercel_stream
 from .replicas import hold_replica_lock
 from .routes import (
@@ -106,6 +108,10 @@ class ServerConfig:
         frame_ancestors: Who may show the server's pages in a frame, as a Content-Security-Policy source
             list (`'self'`, `https://portal.example.com`). `'none'` by default: no site may frame the
             signed-in page (and trick a click on its Approve button).
+        metrics: Serve Prometheus metrics at `/metrics` (`server/metrics.py`), to scrapers that send
+            `metrics_token` as a bearer token. Off by default (then `/metrics` is a 404).
+        metrics_token: The token `/metrics` requires (at least 16 characters; needed with `metrics`).
+        budgets: Per-user daily and monthly token budgets (`server/budgets.py`); `None`: no budgets.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -121,6 +127,9 @@ class ServerConfig:
     web_dir: Path | None = WEB_DIR
     cors_origins: tuple[str, ...] = ()
     frame_ancestors: str = "'none'"
+    metrics: bool = False
+    metrics_token: str | None = None
+    budgets: TokenBudgets | None = None
 
 
 class PageAssets(StaticFiles):
@@ -165,20 +174,25 @@ def create_app(
     the_store: Store = store if store is not None and not isinstance(store, str) else SQLStore(store or "toolwire.db")
     log = event_log or InMemoryEventLog(max_events_per_chat=config.max_events_per_chat,
                                         retention_seconds=config.log_retention_seconds)
+    limiter = rate_limiter or MemoryRateLimiter(limits.runs_per_minute, limits.tool_calls_per_minute,
+                                                limits.writes_per_minute)
+    run_signals = signals or LocalSignals()
+    # Budgets are checked as the manager admits a run (budgets.py); metrics wrap what they measure (metrics.py).
+    budgeted = BudgetedLimiter(limiter, config.budgets, the_store) if config.budgets is not None else limiter
+    metrics, used = measured(config, store=the_store, log=log, limiter=budgeted, signals=run_signals)
     manager = RunManager(
-        store=the_store, log=log, signals=signals or LocalSignals(), factory=agent_factory, limits=limits,
-        limiter=rate_limiter or MemoryRateLimiter(limits.runs_per_minute, limits.tool_calls_per_minute,
-                                                  limits.writes_per_minute),
-        policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
+        store=used.store, log=used.log, signals=used.signals, factory=agent_factory, limits=limits,
+        limiter=used.limiter, policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
         lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds, max_runs=config.max_runs,
         store_retry_seconds=config.store_retry_seconds,
     )
-    state = ServerState(store=the_store, manager=manager, log=log, limits=limits, heartbeat=config.heartbeat_seconds,
+    state = ServerState(store=used.store, manager=manager, log=used.log, limits=limits,
+                        heartbeat=config.heartbeat_seconds,
                         openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),
                         web_dir=config.web_dir, user_requests=UserRequests(limits.max_user_requests))
 
     # The log, signals and limiter may be one object or share a connection: each is started and closed once.
-    components = list({id(c): c for c in (log, manager.signals, manager.limiter)}.values())
+    components = list({id(c): c for c in (log, run_signals, limiter)}.values())
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -241,6 +255,9 @@ def create_app(
         Route("/api/chat/{chat_id}/messages", vercel_history, methods=["GET"]),
         Route("/api/agui", agui_run, methods=["POST"]),
     ]
+    if metrics is not None:
+        metrics.active_runs.set_function(lambda: manager.running)
+        routes.append(Route("/metrics", metrics_endpoint, methods=["GET"]))
     if config.web_dir is not None and config.web_dir.is_dir():
         routes.append(Mount("/static", PageAssets(directory=config.web_dir), name="static"))
     handlers: dict[Any, Any] = {ApiError: handle_api_error, HTTPException: handle_http_exception,
@@ -264,4 +281,5 @@ def create_app(
                                      max_age=600))
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers, middleware=middleware)
     app.state.toolwire = state
+    app.state.metrics = metrics
     return app

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from .eventlog import Cursor, CursorExpired, EventLog, LogEntry
+from .metrics import of_scope
 
 __all__ = ["SSE_HEADERS", "Encoder", "EventStreamResponse", "follow"]
 
@@ -108,6 +109,9 @@ class EventStreamResponse(Response):
                     cancel.cancel()
                     return
 
+        metrics = of_scope(scope)  # counts open streams when /metrics is on (metrics.py)
+        if metrics is not None:
+            metrics.followers.inc()
         try:
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
             async with anyio.create_task_group() as tg:
@@ -121,6 +125,8 @@ class EventStreamResponse(Response):
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                if metrics is not None:
+                    metrics.followers.dec()
                 aclose = getattr(self.frames, "aclose", None)
                 if aclose is not None:
                     await aclose()

@@ -21,8 +21,10 @@ export class ApiError extends Error {
     this.retryAfter = retryAfter;
   }
 
-  /** Worth trying again later: no answer, a rate limit, or the server's own trouble. */
+  /** Worth trying again later: no answer, a rate limit, or the server's own trouble. A used-up token budget
+   *  is a 429 too, but it resets in hours: the person reads its sentence instead of a page that waits. */
   get transient() {
+    if (this.code === "budget_exceeded") return false;
     return this.status === 0 || this.status === 429 || this.status === 502 || this.status === 503 || this.status === 504;
   }
 }
