@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 
+from ._install import install_hint
 from .exceptions import MCPServerError, ToolError, UserError
 from .tools import ApprovalPredicate, RunContext, Tool
 from .toolsets import Toolset
@@ -57,7 +58,7 @@ try:
     from mcp.client.stdio import stdio_client
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:  # pragma: no cover - exercised by the install test without the extra
-    raise ImportError("toolwire.mcp needs the mcp extra: pip install 'toolwire[mcp]'.") from exc
+    raise ImportError(f"toolwire.mcp needs the mcp extra: {install_hint('mcp')}.") from exc
 
 if TYPE_CHECKING:
     from typing import Self
