@@ -166,7 +166,7 @@ def test_the_python_blocks_run_against_fake_providers(page: Path, fake_env: dict
 
 # --- shell commands ---------------------------------------------------------------------------------------
 
-COMPOSE_TEST = "tests/test_install.py::test_the_compose_command_line_serves_on_postgres_and_redis"
+COMPOSE_TEST = "tests/test_compose.py::test_the_compose_command_line_serves_on_postgres_and_redis"
 SERVER_INSTALL_TEST = "tests/test_install.py::test_install_lean_then_server_then_otel"
 
 TESTED_ELSEWHERE = {
@@ -213,7 +213,7 @@ def test_every_documented_command_runs_in_a_test() -> None:
         path, name = node.split("::")
         assert f"def {name}(" in (ROOT / path).read_text(), node
     # The replica command is the compose file's, options and all.
-    from tests.test_install import compose_command
+    from tests.test_compose import compose_command
 
     replica = next(c for c in TESTED_ELSEWHERE if c.startswith("toolwire serve --db"))
     assert replica.replace("tokens.txt", "/etc/toolwire/tokens.txt") in compose_command()

@@ -21,7 +21,7 @@ cancel any run. A server without `--redis` must be alone on its database, and sa
 
 uvicorn runs with httptools and `server.connections`' limits: request heads are bounded (414/431), must
 arrive within `--header-timeout` (408), idle kept-alive connections close after `--timeout-keep-alive`,
-and past `--limit-concurrency` open connections a request gets 503 (README: "Connection limits and the
+and past `--limit-concurrency` open connections a request gets 503 (docs/guides/security.md: "Connection limits and the
 reverse proxy"). A running event stream is never cut by these.
 
 Ctrl-C (or SIGTERM) stops accepting runs (`/readyz` turns 503), lets running ones finish for up to
