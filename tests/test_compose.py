@@ -79,7 +79,7 @@ def test_the_compose_command_line_serves_on_postgres_and_redis(compose_services:
             assert time.monotonic() < deadline, out.read_text(errors="replace")
             time.sleep(0.2)
         printed = out.read_text(errors="replace")
-        assert "postgresql+asyncpg://" in printed and re.search(rf"Listening on http://\\S+:{port}\\b", printed), printed
+        assert "postgresql+asyncpg://" in printed and re.search(rf"Listening on http://\S+:{port}\b", printed), printed
         # --tokens-file reached the server: its token works, and no token was made up for `local`.
         assert "Tokens: 1 user(s)" in printed
         events = chat_once(f"http://127.0.0.1:{port}", "a-long-random-token-for-alice")

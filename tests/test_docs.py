@@ -188,6 +188,11 @@ RUN_HERE = {
 }
 
 
+RUN_BY = re.compile(r"<!-- run by (tests/\S+\.py::\w+) -->\n+```bash\n(.*?)^```", re.S | re.M)
+"""A page may name the test that runs a block's commands, in a comment just before it:
+`<!-- run by tests/server/test_x.py::test_y -->` (for commands that start servers, say)."""
+
+
 def documented_commands() -> dict[str, str]:
     """Every command of every ```bash block, with the page that gives it."""
     found: dict[str, str] = {}
@@ -198,6 +203,12 @@ def documented_commands() -> dict[str, str]:
     return found
 
 
+def commands_run_by_named_tests() -> dict[str, str]:
+    """Commands of the blocks whose page names the test that runs them (`<!-- run by ... -->`)."""
+    return {command: node for page in SAMPLED for node, block in RUN_BY.findall(page.read_text())
+            for command in bash_commands(block)}
+
+
 def curl_block() -> str:
     (block,) = [b for b in blocks(DOCS / "guides" / "server.md", "bash") if "curl" in b]
     return block
@@ -205,11 +216,14 @@ def curl_block() -> str:
 
 def test_every_documented_command_runs_in_a_test() -> None:
     curl_commands = set(bash_commands(curl_block()))
+    named = commands_run_by_named_tests()
     for command, page in documented_commands().items():
-        if command in RUN_HERE or command in curl_commands:
+        if command in RUN_HERE or command in curl_commands or command in named:
             continue
-        assert command in TESTED_ELSEWHERE, f"{page} gives `{command}`, which no test runs: add it to RUN_HERE here"
-    for node in set(TESTED_ELSEWHERE.values()):
+        assert command in TESTED_ELSEWHERE, (f"{page} gives `{command}`, which no test runs: add it to RUN_HERE in "
+                                             "tests/test_docs.py, or name the test that runs it in a "
+                                             "`<!-- run by tests/...py::test_name -->` line before the block")
+    for node in {*TESTED_ELSEWHERE.values(), *named.values()}:
         path, name = node.split("::")
         assert f"def {name}(" in (ROOT / path).read_text(), node
     # The replica command is the compose file's, options and all.
@@ -300,6 +314,11 @@ def test_the_provider_table_matches_the_code() -> None:
     start = text.index("<!-- capability-table:start -->") + len("<!-- capability-table:start -->")
     end = text.index("<!-- capability-table:end -->")
     assert text[start:end].strip() == capability_table()
+
+
+def test_a_page_can_name_the_test_that_runs_a_block() -> None:
+    page = "Start it:\n\n<!-- run by tests/test_compose.py::test_x -->\n```bash\ntoolwire serve --x 1   # note\n```\n"
+    assert RUN_BY.findall(page) == [("tests/test_compose.py::test_x", "toolwire serve --x 1   # note\n")]
 
 
 def test_bash_commands_are_split_as_a_shell_would_read_them() -> None:
