@@ -376,7 +376,7 @@ def readme_excerpt(data: dict[str, Any]) -> list[str]:
     lines.append("")
     lines += _other_targets(data)
     lines += ["", f"Targets met: {sum(1 for _, _, met in verdicts if met)} of {len(verdicts)}, missed: {len(missed)} "
-              "(every row, with its numbers, in [bench/results/results.md](bench/results/results.md))."]
+              "(every row, with its numbers, in the repository's `bench/results/results.md`)."]
     return lines
 
 
@@ -559,14 +559,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=main.__doc__)
     parser.add_argument("results", type=Path, nargs="?",
                         default=Path(__file__).resolve().parent / "results" / "raw" / "results.json")
-    parser.add_argument("--readme", action="store_true", help="paste the excerpt into README.md too")
+    parser.add_argument("--readme", action="store_true", help="paste the excerpt into docs/benchmarks.md too")
     args = parser.parse_args(argv)
     data = orjson.loads(args.results.read_bytes())
     out = args.results.resolve().parent.parent
     write_report(data, out)
     print(f"wrote {out / 'results.md'}, {out / 'readme-table.md'} and {out / 'plot.png'}")
     if args.readme:
-        readme = Path(__file__).resolve().parents[1] / "README.md"
+        readme = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
         if not paste_into_readme(readme, (out / "readme-table.md").read_text()):
             print(f"{readme} has no benchmark markers")
             return 1

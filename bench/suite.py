@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="toolwire, the limits and the layers only")
     parser.add_argument("--no-server", action="store_true", help="skip the server layer")
     parser.add_argument("--no-readme", action="store_true",
-                        help="do not paste the tables into README.md (a whole run does by default)")
+                        help="do not paste the tables into docs/benchmarks.md (a whole run does by default)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=None,
                         help="where results.md and plot.png go (default bench/results, or bench/results/quick)")
@@ -506,13 +506,13 @@ def main(argv: list[str] | None = None) -> int:
     (raw / "results.json").write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     write_report(data, out)
     bench.log(f"wrote {out / 'results.md'}, {out / 'readme-table.md'} and {out / 'plot.png'}")
-    # Only a whole run speaks for the README: a partial or quick one would show a partial table there.
+    # Only a whole run speaks for the docs: a partial or quick one would show a partial table there.
     whole = (not args.quick and args.out is None and not args.no_peers and not args.no_server
              and sizes == ["S", "M", "L"] and set(protocols) == set(GENERATORS) and set(patterns) == set(READS))
     if whole and not args.no_readme:
         from .report import paste_into_readme
 
-        readme = Path(__file__).resolve().parents[1] / "README.md"
+        readme = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
         if paste_into_readme(readme, (out / "readme-table.md").read_text()):
             bench.log(f"updated the tables in {readme}")
         else:

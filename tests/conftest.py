@@ -1,6 +1,6 @@
 """Test-wide setup: no real network, the recorded fixtures, and anyio on asyncio.
 
-The recorded provider streams live outside the repository, in `../shared/fixtures` (see README,
+The recorded provider streams live outside the repository, in `../shared/fixtures` (see docs/development.md,
 "Running the tests"). Where that folder is absent, every test that reads it is skipped with a reason
 saying so; under `CI=true` its absence fails the run at once, since CI must test against them.
 """
@@ -56,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 FIXTURES_MISSING = (f"needs the recorded provider streams in {FIXTURES}, which this checkout does not have "
-                    "(they sit beside the repository as shared/fixtures; see README)")
+                    "(they sit beside the repository as shared/fixtures; see docs/development.md)")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

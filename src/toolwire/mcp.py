@@ -59,6 +59,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 
+from ._install import install_hint
 from .exceptions import MCPServerError, ToolError, UserError
 from .tools import ApprovalPredicate, RunContext, Tool, check_retries
 from .toolsets import Toolset
@@ -72,7 +73,7 @@ try:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:  # pragma: no cover - exercised by the install test without the extra
-    raise ImportError("toolwire.mcp needs the mcp extra: pip install 'toolwire[mcp]'.") from exc
+    raise ImportError(f"toolwire.mcp needs the mcp extra: {install_hint('mcp')}.") from exc
 
 if TYPE_CHECKING:
     from typing import Self

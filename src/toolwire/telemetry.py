@@ -114,8 +114,10 @@ class Instrumentation:
         try:
             from opentelemetry import metrics, trace
         except ImportError as exc:
-            raise UserError("Telemetry needs OpenTelemetry: pip install 'toolwire[otel]' (and an SDK to export "
-                            "the spans, e.g. opentelemetry-sdk).") from exc
+            from ._install import install_hint
+
+            raise UserError(f"Telemetry needs OpenTelemetry (the API, and an SDK to record the spans): "
+                            f"{install_hint('otel')}.") from exc
         from . import __version__
 
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()

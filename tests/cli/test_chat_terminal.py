@@ -202,3 +202,34 @@ def test_item17_ctrl_c_after_an_approved_tool_ran_keeps_the_turn() -> None:
     assert [r.result for r in sent[2].tool_results_parts] == ["deleted old.log"]
     assert sent[3].role == "assistant" and sent[3].text.startswith("Deleted it.")  # cut off, as far as it came
     assert sent[-1] == Message.user("Anything else?")
+
+
+def test_chat_fake_is_the_offline_model_with_the_demo_tools() -> None:
+    """`toolwire chat fake` needs no key and no network: the model `serve --model fake` uses, with the demo tools."""
+    with chat("fake") as term:
+        banner = term.wait_text("you>")
+        assert "tools: get_weather" in banner and "find_restaurants" in banner
+        term.child.sendline("What's the weather in Paris and Oslo?")
+        screen = term.wait_for(lambda s: s.rstrip().endswith("you>") and "get_weather" in s and s.count("you>") == 2,
+                               "the weather of both cities and a new prompt", timeout=30)
+        assert "Paris" in screen and "Oslo" in screen
+        assert "Traceback" not in screen and "API key" not in screen
+        term.child.sendline("/exit")
+        term.child.expect(pexpect.EOF, timeout=10)
+        term.child.close()
+        assert term.child.exitstatus == 0
+
+
+def test_ctrl_c_at_the_prompt_ends_the_line_and_leaves() -> None:
+    """At the prompt Ctrl-C leaves the chat with the prompt's line ended, so the shell's prompt starts on its own."""
+    with chat("fake") as term:
+        term.wait_text("you>")
+        term.child.sendintr()
+        term.child.expect(pexpect.EOF, timeout=10)
+        term.stream.feed(term.child.before or b"")
+        term.child.close()
+        assert term.child.exitstatus == 130
+        assert "Traceback" not in term.text
+        # The cursor is at the start of the line below the prompt: what the shell prints next stands alone.
+        assert term.screen.cursor.x == 0
+        assert term.screen.display[term.screen.cursor.y].strip() == ""

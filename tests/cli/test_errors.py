@@ -157,3 +157,18 @@ def test_item17_version_and_a_closed_pipe() -> None:
         shell=True, executable="/bin/bash", cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60)
     assert pipeline.returncode == 0, pipeline.stderr
     assert pipeline.stderr == ""
+
+
+def test_serve_without_the_server_extra_names_it(tmp_path: Any) -> None:
+    """An install with the cli extra only: `toolwire serve` says which extra to install, and how before PyPI."""
+    import subprocess
+    import sys
+
+    script = ("import sys; sys.modules['starlette'] = None\n"  # as if Starlette were not installed
+              "from toolwire.cli import main; sys.exit(main(['serve', '--port', '0']))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=clean_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1
+    line = _one_line(done.stderr)
+    assert "toolwire serve needs the server extra" in line
+    assert "pip install 'toolwire[server]'" in line and "from a checkout" in line

@@ -1,4 +1,4 @@
-"""`toolwire providers`: the capability table as Markdown (exactly README's) and as a terminal table."""
+"""`toolwire providers`: the capability table as Markdown (exactly the providers guide's, docs/guides/providers.md) and as a terminal table."""
 
 from __future__ import annotations
 

@@ -86,3 +86,15 @@ def test_item17_run_quiet_and_a_prompt_from_stdin(monkeypatch: pytest.MonkeyPatc
     assert code == 0 and err == ""
     assert out == "It is 14:05 in Oslo; the other tool failed.\n"
     assert prompt == "What time is it in Oslo?"
+
+
+def test_run_fake_answers_offline_with_the_demo_tools() -> None:
+    """`toolwire run fake` is the offline model of `serve --model fake`: no key, no network, the demo tools."""
+    done = toolwire("run", "fake", "What's the weather in Lima?", "--json", env=clean_env())
+    assert done.returncode == 0, done.stderr
+    messages = load_messages(done.stdout)
+    calls = [p for m in messages for p in m.parts if isinstance(p, ToolCallPart)]
+    assert [(c.name, c.arguments.get("city")) for c in calls] == [("get_weather", "Lima")]
+    assert messages[-1].role == "assistant" and "get_weather returned" in messages[-1].text
+    refused = toolwire("run", "fake", "hi", "--api-key", "sk-x", env=clean_env())
+    assert refused.returncode == 1 and "takes no --base-url or --api-key" in refused.stderr

@@ -1,4 +1,4 @@
-"""Prints how many inputs the fuzz suite tried (the long run's count goes into README).
+"""Prints how many inputs the fuzz suite tried (the long run's count goes into docs/guides/errors.md).
 
 With `TOOLWIRE_FUZZ_REPORT=FILE` the counts so far are also written to FILE after every test, so a
 long run shows its progress.

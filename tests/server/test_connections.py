@@ -300,9 +300,9 @@ async def test_an_event_stream_outlives_every_connection_timeout(launch: Callabl
     assert lasted >= quiet and len(heartbeats) >= 2
 
 
-def test_the_readme_names_each_limit_with_its_flag_and_default() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Connection limits and the reverse proxy", 1)[1].split("\n### ", 1)[0]
+def test_the_docs_name_each_limit_with_its_flag_and_default() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "security.md").read_text()
+    section = guide.split("## Connection limits and the reverse proxy", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| ([^|]+) \| ([^|]+) \| `(--[\w-]+)` \| ([^|]+) \|$", section, re.M)
     helped = subprocess.run([sys.executable, "-m", "toolwire", "serve", "--help"], capture_output=True, text=True,
                             check=True, env={**os.environ, "COLUMNS": "200"}).stdout

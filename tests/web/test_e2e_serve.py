@@ -3,7 +3,7 @@
 The product as a person first meets it: the offline fake model and the demo tools. Asking for the weather
 in three cities makes three cards whose arguments stream in, that run in parallel and answer out of order
 (each city's weather takes its own time), and the whole conversation survives a reload. The screenshot
-in README (docs/web-client.png) is the one this test saves as `serve-weather.png`.
+in the web client guide (docs/web-client.png) is the one this test saves as `serve-weather.png`.
 """
 
 from __future__ import annotations

@@ -52,8 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as exc:
         if exc.name not in _EXTRA_MODULES:
             raise
+        from .._install import install_hint
+
         sys.stderr.write(f"toolwire: The toolwire command needs the cli extra ({exc.name} is not installed): "
-                         "pip install 'toolwire[cli]'.\n")
+                         f"{install_hint('cli')}.\n")
         return 1
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -8,6 +8,10 @@ those tools. A message that asks for none of them, or tools other than the demo'
 `AutoResponder` does: every tool offered. The follow-up request with the results is answered by
 `AutoResponder` too (a summary of what the tools returned).
 
+`offline_model` runs it: `toolwire serve` and `toolwire chat fake` (and `run fake`) use the same offline
+model, on a fake OpenAI-compatible server on a loopback port, through the same HTTP and parsing code a
+real provider gets.
+
 Cities are the capitalised words of the message that do not begin a sentence (and are not all capitals,
 like `USD`): a guess good enough for a demo, and the fake model never pretends to be more.
 """
@@ -16,12 +20,22 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-from ..testing import AutoResponder
+import httpx
+
+from ..models import Model, get_model
+from ..testing import AutoResponder, FakeProviderServer
 from ..testing.fake import FakeRequest, FakeText, FakeThinking, FakeToolCall
 from ..tools import ToolDefinition
 
-__all__ = ["DemoResponder", "cities_in"]
+__all__ = ["FAKE_MODEL", "DemoResponder", "cities_in", "offline_model"]
+
+FAKE_MODEL = "fake"
+"""The model name that asks `serve`, `chat` and `run` for the offline model."""
+
+_CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connections=256)
 
 _MAX_CITIES = 6
 
@@ -92,3 +106,23 @@ class DemoResponder(AutoResponder):
 
 def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+@asynccontextmanager
+async def offline_model(*, delay: float, clients: list[httpx.AsyncClient]) -> AsyncIterator[tuple[Model, str]]:
+    """The offline model and a sentence describing it, for as long as the block lasts.
+
+    The model's HTTP client is appended to `clients`, whose owner closes it (the server closes its
+    factory's clients at shutdown, after the last run).
+    """
+    responder = DemoResponder(delay=delay)
+    async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
+        # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
+        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0), limits=_CONNECTIONS)
+        clients.append(client)
+        try:
+            yield (get_model(f"{server.provider}:demo-model", base_url=server.base_url, api_key="demo",
+                             http_client=client),
+                   f"the offline fake model (a fake OpenAI-compatible server on {server.url})")
+        finally:
+            await client.aclose()

@@ -17,19 +17,23 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
+import httpx
+
+from .._install import install_hint
 from ..agent import Agent
 from ..exceptions import UserError
 from ..providers import get_provider
 from ..tools import Tool
 from ..toolsets import Toolset
 
-__all__ = ["add_mcp_arguments", "add_model_arguments", "check_model", "load_tool", "load_tools", "make_agent",
-           "mcp_toolsets"]
+__all__ = ["add_mcp_arguments", "add_model_arguments", "check_model", "command_agent", "load_tool", "load_tools",
+           "make_agent", "mcp_toolsets"]
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +64,7 @@ def mcp_toolsets(args: argparse.Namespace, *, stderr: TextIO | None = None) -> l
     try:
         from ..mcp import servers_from_specs
     except ImportError as exc:
-        raise UserError("--mcp and --mcp-url need the mcp extra: pip install 'toolwire[mcp]'.") from exc
+        raise UserError(f"--mcp and --mcp-url need the mcp extra: {install_hint('mcp')}.") from exc
     return list(servers_from_specs(commands, urls, stderr=stderr))
 
 
@@ -184,6 +188,38 @@ def make_agent(args: argparse.Namespace, *, tools: Sequence[Tool[..., Any]] | No
     return Agent(args.model, tools=loaded, toolsets=mcp_toolsets(args, stderr=mcp_stderr), system=args.system,
                  max_steps=args.max_steps, api_key=args.api_key, base_url=args.base_url,
                  timeout=args.timeout)
+
+
+@asynccontextmanager
+async def command_agent(args: argparse.Namespace, *, mcp_stderr: TextIO | None = None) -> AsyncIterator[Agent]:
+    """The agent of a `chat` or `run` command line, open (its MCP servers connected) for the block.
+
+    The model `fake` is the offline model `toolwire serve` uses, with the demo tools and their system
+    prompt when no `--tool` or MCP server is given, so `toolwire chat fake` works with no key and no network.
+    """
+    from ._offline import FAKE_MODEL, offline_model
+
+    if args.model != FAKE_MODEL:
+        async with make_agent(args, mcp_stderr=mcp_stderr) as agent:
+            yield agent
+        return
+    from ..demo_tools import DEMO_SYSTEM, DEMO_TOOLS
+
+    if args.base_url or args.api_key:
+        raise UserError("The offline model 'fake' takes no --base-url or --api-key; name a provider:model to use them.")
+    toolsets = mcp_toolsets(args, stderr=mcp_stderr)
+    demo = not args.tool and not toolsets
+    clients: list[httpx.AsyncClient] = []
+    async with offline_model(delay=_FAKE_DELAY, clients=clients) as (model, _):
+        agent = Agent(model, tools=list(DEMO_TOOLS) if demo else load_tools(args.tool), toolsets=toolsets,
+                      system=args.system if args.system is not None else (DEMO_SYSTEM if demo else None),
+                      max_steps=args.max_steps, timeout=args.timeout)
+        async with agent:
+            yield agent
+
+
+_FAKE_DELAY = 0.02
+"""Seconds between the offline model's stream frames: text visibly streams, as with `serve`'s default."""
 
 
 async def tool_names(agent: Agent[Any, Any]) -> list[str]:

@@ -32,7 +32,7 @@ from ..agent import Agent, Approval, Denial
 from ..exceptions import ToolwireError
 from ..messages import Message, ToolCallPart
 from ._render import RunRenderer, error_line, format_call, make_console, stream_turn
-from ._tools import add_model_arguments, make_agent, tool_names
+from ._tools import add_model_arguments, command_agent, tool_names
 
 _EXIT_WORDS = frozenset({"/exit", "/quit", "/q"})
 
@@ -41,23 +41,39 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("chat", help="chat with a model in the terminal, tool calls shown live",
                        description="Chat with a model; tool calls and their results are shown as they happen. "
                                    "Type /exit or press Ctrl-D to leave.")
-    p.add_argument("model", help="provider:model, e.g. anthropic:claude-sonnet-4-5")
+    p.add_argument("model", help="provider:model, e.g. anthropic:claude-sonnet-4-5, or fake: the offline model "
+                                 "with the demo tools (no key, no network)")
     add_model_arguments(p)
     p.set_defaults(func=run)
 
 
 def _read_prompt(console: Console) -> str | None:
-    """The user's next message; None at end of input. Blocking on purpose: nothing else runs meanwhile."""
+    """The user's next message; None at end of input. Blocking on purpose: nothing else runs meanwhile.
+
+    Ctrl-C at the prompt leaves the chat at once (exit status 130), ending the prompt's line first so that
+    the shell's prompt does not start after `you>`. asyncio's own SIGINT handler only cancels the main task,
+    which would wait for the blocked `input()` to return (until Enter): while the prompt waits, Ctrl-C
+    raises `KeyboardInterrupt` in it instead.
+    """
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: signals are not ours to set
+        previous = None
     try:
         return console.input(Text("you> ", style="bold cyan"))
     except EOFError:
         return None
+    except KeyboardInterrupt:
+        console.print()
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 async def _chat(args: argparse.Namespace, quiet: TextIO) -> int:
     console = make_console()
-    agent = make_agent(args, mcp_stderr=quiet)
-    async with agent:
+    async with command_agent(args, mcp_stderr=quiet) as agent:
         tools = ", ".join(await tool_names(agent)) or "none"
         console.print(Text(f"toolwire chat · {agent.model.name} · tools: {tools} · /exit or Ctrl-D to leave",
                            style="dim"))

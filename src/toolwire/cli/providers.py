@@ -1,7 +1,7 @@
 """`toolwire providers [--markdown]`: the providers toolwire knows and what each can do.
 
 The rich table and the Markdown are both read from `toolwire.providers.capability_table()`, the
-text README embeds, so the three can never disagree. A terminal too narrow for the whole table gets one
+text the providers guide embeds, so the three can never disagree. A terminal too narrow for the whole table gets one
 short block per provider instead, so no name is ever split mid-word.
 """
 
@@ -24,7 +24,7 @@ _STYLES = {"yes": "green", "no": "red"}
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("providers", help="list the providers and their capabilities",
                        description="List the providers toolwire knows, their wire protocols and capabilities.")
-    p.add_argument("--markdown", action="store_true", help="print the Markdown table README embeds")
+    p.add_argument("--markdown", action="store_true", help="print the Markdown table the docs embed")
     p.set_defaults(func=run)
 
 

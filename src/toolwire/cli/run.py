@@ -24,13 +24,14 @@ from ..agent import RunResult
 from ..exceptions import ToolwireError, UserError
 from ..messages import Message, dump_messages
 from ._render import RunRenderer, error_line, make_console, stream_turn
-from ._tools import add_model_arguments, make_agent
+from ._tools import add_model_arguments, command_agent
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="answer one prompt (with tools) and exit",
                        description="Send one prompt, run the tools the model calls, and print the answer.")
-    p.add_argument("model", help="provider:model, e.g. openai:gpt-4.1-mini")
+    p.add_argument("model", help="provider:model, e.g. openai:gpt-4.1-mini, or fake: the offline model with the "
+                                 "demo tools (no key, no network)")
     p.add_argument("prompt", nargs="?", default=None,
                    help="the user message; '-' or nothing reads it from standard input")
     add_model_arguments(p)
@@ -54,8 +55,7 @@ def read_prompt(argument: str | None) -> str:
 
 
 async def _run(args: argparse.Namespace, prompt: str) -> RunResult[Any]:
-    agent = make_agent(args)
-    async with agent:
+    async with command_agent(args) as agent:
         if args.json or args.quiet:
             return await agent.run(prompt)
         if sys.stdout.isatty():

@@ -21,7 +21,7 @@ cancel any run. A server without `--redis` must be alone on its database, and sa
 
 uvicorn runs with httptools and `server.connections`' limits: request heads are bounded (414/431), must
 arrive within `--header-timeout` (408), idle kept-alive connections close after `--timeout-keep-alive`,
-and past `--limit-concurrency` open connections a request gets 503 (README: "Connection limits and the
+and past `--limit-concurrency` open connections a request gets 503 (docs/guides/security.md: "Connection limits and the
 reverse proxy"). A running event stream is never cut by these.
 
 Ctrl-C (or SIGTERM) stops accepting runs (`/readyz` turns 503), lets running ones finish for up to
@@ -54,6 +54,8 @@ from ._render import error_line
 from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
 
 _FAKE = "fake"
+# What the `server` extra installs that the rest of the command does not: missing, `serve` names the extra.
+_SERVER_MODULES = frozenset({"starlette", "sqlalchemy", "aiosqlite", "alembic", "ag_ui", "msgspec", "httptools"})
 
 _MODEL_CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connections=256)
 """Every run streams from the model on a connection of its own, and the server runs many at once: httpx's
@@ -192,17 +194,10 @@ async def _model(args: argparse.Namespace, spec: str, factory_clients: list[http
         factory_clients.append(client)
         yield get_model(spec, api_key=args.api_key, base_url=args.base_url, http_client=client), spec
         return
-    from ..testing import FakeProviderServer
-    from ._offline import DemoResponder
+    from ._offline import offline_model
 
-    responder = DemoResponder(delay=args.fake_delay)
-    async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
-        # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
-        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0), limits=_MODEL_CONNECTIONS)
-        factory_clients.append(client)
-        yield (get_model(f"{server.provider}:demo-model", base_url=server.base_url, api_key="demo",
-                         http_client=client),
-               f"the offline fake model (a fake OpenAI-compatible server on {server.url})")
+    async with offline_model(delay=args.fake_delay, clients=factory_clients) as (model, described):
+        yield model, described
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -383,6 +378,14 @@ def run(args: argparse.Namespace) -> int:
     except (ToolwireError, OSError) as exc:
         sys.stdout.flush()
         sys.stderr.write(error_line(exc) + "\n")
+        return 1
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] not in _SERVER_MODULES:
+            raise
+        from .._install import install_hint
+
+        sys.stderr.write(f"toolwire: toolwire serve needs the server extra ({exc.name} is not installed): "
+                         f"{install_hint('server')}.\n")
         return 1
     except KeyboardInterrupt:
         return 130

@@ -18,7 +18,7 @@ __all__ = ["Capabilities", "Provider", "capability_table", "get_provider", "prov
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Capabilities:
-    """What a provider supports, as toolwire uses it (rendered in README by `capability_table`)."""
+    """What a provider supports, as toolwire uses it (rendered in docs/guides/providers.md by `capability_table`)."""
 
     streaming: bool = True
     tools: bool = True
@@ -95,7 +95,7 @@ def provider_names() -> list[str]:
 
 
 def capability_table() -> str:
-    """The providers and their capabilities as a Markdown table (README shows exactly this)."""
+    """The providers and their capabilities as a Markdown table (docs/guides/providers.md shows exactly this)."""
     from ._hosts import PROVIDERS
 
     def yes(flag: bool) -> str:

@@ -248,7 +248,7 @@ def create_app(
         Route(chat + "/stream", stream, methods=["GET"]),
         Route(chat + "/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route(chat + "/approvals", decide, methods=["POST"]),
-        # Other protocols' front ends (README: "Vercel AI SDK (useChat)" and "AG-UI").
+        # Other protocols' front ends (docs/guides/browser-protocols.md).
         Route("/api/chat", vercel_chat, methods=["POST"]),
         Route("/api/chat/{chat_id}/stream", vercel_stream, methods=["GET"]),
         Route("/api/chat/{chat_id}/stop", vercel_stop, methods=["POST"]),

@@ -5,7 +5,7 @@
 
     uvicorn.run(app, **uvicorn_options(ConnectionLimits(header_timeout=10.0)))
 
-`toolwire serve` runs uvicorn with these options (README: "Connection limits and the reverse proxy"):
+`toolwire serve` runs uvicorn with these options (docs/guides/security.md: "Connection limits and the reverse proxy"):
 
 - A request head (request line and header fields) larger than its limits is refused at once, with a JSON
   error: 414 `uri_too_long` for a long request line, 431 `request_header_fields_too_large` for too many
@@ -21,7 +21,7 @@
 
 None of these timers runs once a request's head is complete: an event stream (a run followed for minutes,
 heartbeats every 15 s) is never cut by them. What a single process cannot judge (slow bodies, connections
-per client address, TLS) is the reverse proxy's job (README).
+per client address, TLS) is the reverse proxy's job (docs/guides/security.md).
 
 Why a subclass of uvicorn's httptools protocol and not uvicorn's h11 mode, which bounds a head with
 `h11_max_incomplete_event_size` (a maintained limit, but one number for the whole head): h11 sends each

@@ -1,4 +1,4 @@
-"""The HTTP API: one handler per route (the contract is README's Server section and `/openapi.json`).
+"""The HTTP API: one handler per route (the contract is docs/guides/server.md and `/openapi.json`).
 
 Every `/api` handler first authenticates the caller and then looks the chat up *as that user's*: a chat
 of another user is exactly as absent as one that never existed (404 on every route). Handlers never
@@ -386,7 +386,7 @@ _NO_CLIENT = """<!doctype html><html><head><meta charset="utf-8"><title>toolwire
 <body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto; line-height: 1.5">
 <h1>toolwire chat server</h1>
 <p>This server is running, but the web client is not installed here. The API is described at
-<a href="/openapi.json">/openapi.json</a>; README's <em>Server</em> section shows how to use it with curl.</p>
+<a href="/openapi.json">/openapi.json</a>; the server guide of the docs (docs/guides/server.md) shows curl.</p>
 </body></html>"""
 
 

@@ -356,7 +356,7 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "toolwire chat server", "version": "1",
                  "description": "Chats with an agent whose runs outlive their requests; events stream as SSE and "
-                                "resume at any event id. See README's Server section."},
+                                "resume at any event id. See the server guide (docs/guides/server.md)."},
         "paths": paths,
         "components": {"schemas": schemas,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},

@@ -26,6 +26,7 @@ from sqlalchemy import Connection, event, exc as sa_exc, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from .._install import install_hint
 from ..exceptions import ToolwireError, UserError
 
 __all__ = ["MIGRATIONS", "POSTGRES_POOL", "WRITE_OPTION", "StoreHealth", "StoreUnavailable", "create_engine_for",
@@ -183,7 +184,7 @@ def create_engine_for(url: URL, **kwargs: Any) -> AsyncEngine:
     """An async engine for a normalised URL, set up for its database."""
     if url.get_backend_name() == "postgresql":
         if importlib.util.find_spec("asyncpg") is None:
-            raise UserError("PostgreSQL needs the asyncpg driver: pip install 'toolwire[postgres]'.")
+            raise UserError(f"PostgreSQL needs the asyncpg driver: {install_hint('postgres')}.")
         return create_async_engine(url, **{**POSTGRES_POOL, **kwargs})
     database = url.database or ""
     if database and database != ":memory:" and not database.startswith("file:"):

@@ -267,7 +267,8 @@ class FakeProviderServer:
         responder: what to answer (see `FakeProviderApp`); None answers automatically.
         seed: reproducible ids and automatic arguments.
         api_key: require this key on every request (a missing or wrong key gets the provider's 401).
-        host, port: where to listen; port 0 picks a free port.
+        host: the address to listen on.
+        port: the port to listen on; 0 picks a free one.
     """
 
     def __init__(self, protocol: str = "openai-chat",

@@ -47,9 +47,10 @@ class RedisBackends:
         try:
             import redis.asyncio  # noqa: F401
         except ImportError:
+            from ..._install import install_hint
             from ...exceptions import UserError
 
-            raise UserError("Redis support needs the redis extra: pip install 'toolwire[redis]'.") from None
+            raise UserError(f"Redis support needs the redis extra: {install_hint('redis')}.") from None
         self.hub = RedisHub(url, prefix=prefix, max_connections=max_connections)
         self.event_log = RedisEventLog(self.hub, max_events_per_chat=max_events_per_chat,
                                        retention_seconds=retention_seconds)
