@@ -33,10 +33,14 @@ export const lowlight = createLowlight({
   xml, yaml,
 });
 
-const extensions = [gfm()];
+// Raw HTML is not a construct here: a `<div>` or `<style>` line is text of its paragraph, and the Markdown
+// around and inside it still counts (`<b>**bold**</b>` shows the tags as characters and "bold" in bold).
+// The page never renders HTML from a message, so recognising HTML blocks would only swallow Markdown.
+const noHtml = { disable: { null: ["htmlFlow", "htmlText"] } };
+const extensions = [gfm(), noHtml];
 const mdastExtensions = [gfmFromMarkdown()];
 
-/** Markdown text as an mdast tree (CommonMark 0.31 + GitHub Flavored Markdown). */
+/** Markdown text as an mdast tree (CommonMark 0.31 + GitHub Flavored Markdown, raw HTML read as text). */
 export function parseMarkdownTree(text) {
   return fromMarkdown(text, { extensions, mdastExtensions });
 }

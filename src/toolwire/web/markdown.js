@@ -50,18 +50,95 @@ export function safeUrl(raw) {
   }
 }
 
+// Containers opened on one line ("> > > ..." or "- - - ... x") cost the parser time that grows with the
+// square of their number, and a few thousand exhaust its stack: past MAX_LINE_NESTING, the next marker is
+// escaped (a backslash CommonMark drops), so the rest of the line is text. (Inside a code block such a line
+// would show that backslash; no one writes 33 nested markers in code.)
+const MAX_LINE_NESTING = 32;
+const NESTED_LINE = new RegExp(`^[ \\t]*(?:(?:>|(?:[-*+]|\\d{1,9}[.)])(?=[ \\t]|$))[ \\t]*){${MAX_LINE_NESTING + 1},}`, "gm");
+const MARKER = /(>|[-*+]|\d{1,9}[.)])[ \t]*/y;
+
+function limitNesting(text) {
+  return text.replace(NESTED_LINE, (line) => {
+    MARKER.lastIndex = line.length - line.trimStart().length;
+    for (let k = 0; k < MAX_LINE_NESTING; k += 1) MARKER.exec(line);
+    const at = MARKER.lastIndex;
+    const marker = MARKER.exec(line)[1];
+    const escapeAt = /\d/.test(marker[0]) ? at + marker.length - 1 : at; // "12." becomes "12\."
+    return `${line.slice(0, escapeAt)}\\${line.slice(escapeAt)}`;
+  });
+}
+
 /** The Markdown syntax tree (mdast) of a text. */
 export function markdownTree(text) {
-  return parseMarkdownTree(String(text));
+  return parseMarkdownTree(limitNesting(String(text)));
 }
 
 /** Markdown text as a DocumentFragment built from elements and text nodes only. */
 export function renderMarkdown(text, doc = document) {
-  const tree = markdownTree(text);
   const fragment = doc.createDocumentFragment();
-  const context = { doc, definitions: definitionsOf(tree), footnotes: new Map() };
-  appendAll(fragment, tree, context, 0, false);
+  fragment.append(...drawBlocks(markdownTree(text), doc).map((block) => block.node));
   return fragment;
+}
+
+/** The DOM node of each top-level block of a tree ({block, node}; blocks that show nothing are left out). */
+function drawBlocks(tree, doc) {
+  const context = { doc, definitions: definitionsOf(tree) };
+  const flow = true;
+  return tree.children.map((block) => ({ block, node: draw(block, context, 0, false, flow) }))
+    .filter((drawn) => drawn.node !== null);
+}
+
+// Streaming: a message grows by appended text and is drawn again on every frame, and parsing is what
+// costs (micromark is correct, not fast: a 9 kB answer costs ~100x the old hand-written parser). CommonMark
+// parses blocks line by line, and a top-level block closed by a *complete* line never changes again, so
+// those blocks are kept (parsed and drawn once) and only the text from the first block that may still change
+// is parsed again. Link reference definitions (and footnote definitions) reach back to earlier text: a
+// message with one (or with a carriage return) is parsed whole every time.
+const streams = new WeakMap(); // target element -> {stable: text drawn for good, nodes: its DOM nodes}
+const DEFINITION = /^ {0,3}\[[^\]\n]+\]:/m;
+
+/**
+ * Show Markdown `text` in `target` (its children are replaced). When the text extends what `target` showed
+ * last, the blocks that cannot change any more are kept and only the rest is parsed and drawn again; the
+ * result is the same as `target.replaceChildren(renderMarkdown(text))` (tests/web/js check this).
+ */
+export function updateMarkdown(target, text, doc = document) {
+  const value = String(text);
+  let state = streams.get(target);
+  // A carriage return is a line ending to micromark and not to the line counting below: parse whole.
+  if (state === undefined || !value.startsWith(state.stable) || DEFINITION.test(value) || value.includes("\r")) {
+    state = { stable: "", nodes: [] };
+  }
+  const tail = value.slice(state.stable.length);
+  const drawn = drawBlocks(markdownTree(tail), doc);
+  target.replaceChildren(...state.nodes, ...drawn.map((d) => d.node));
+
+  // Keep every block followed by a block that starts on a complete line of the tail: the line that closed
+  // it can no longer change. The last block, and any closed only by the unfinished last line, are redone.
+  const lastLine = tail.endsWith("\n") ? Number.POSITIVE_INFINITY : countLines(tail);
+  let keep = 0;
+  for (let k = 1; k < drawn.length; k += 1) {
+    if (drawn[k].block.position.start.line < lastLine) keep = k;
+  }
+  if (keep > 0) {
+    const cut = lineStart(tail, drawn[keep].block.position.start.line);
+    state = { stable: state.stable + tail.slice(0, cut), nodes: [...state.nodes, ...drawn.slice(0, keep).map((d) => d.node)] };
+  }
+  streams.set(target, state);
+}
+
+function countLines(text) {
+  let lines = 1;
+  for (let at = text.indexOf("\n"); at >= 0; at = text.indexOf("\n", at + 1)) lines += 1;
+  return lines;
+}
+
+/** The offset where line `line` (1-based) of `text` starts. */
+function lineStart(text, line) {
+  let at = 0;
+  for (let k = 1; k < line; k += 1) at = text.indexOf("\n", at) + 1;
+  return at;
 }
 
 /** Link reference definitions by identifier; the first one of a label wins, as CommonMark says. */
