@@ -298,6 +298,7 @@ function codeBlock(node, doc) {
     code.append(doc.createTextNode(text));
   }
   const pre = doc.createElement("pre");
+  pre.setAttribute("tabindex", "0"); // a long line scrolls sideways: the keyboard must reach it too
   pre.append(code);
   return pre;
 }
@@ -361,6 +362,7 @@ function table(node, context, depth) {
     tableNode.append(tbody);
   }
   const scroll = element(doc, "div", "table-scroll");
+  scroll.setAttribute("tabindex", "0"); // a wide table scrolls sideways: the keyboard must reach it too
   scroll.append(tableNode);
   return scroll;
 }

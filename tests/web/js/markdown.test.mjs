@@ -38,7 +38,7 @@ test("HTML is text, inline and as a block", () => {
   assert.equal(md("<div onmouseover=x>\n*a*\n</div>"), "<p>&lt;div onmouseover=x&gt;\n<em>a</em>\n&lt;/div&gt;</p>");
   assert.equal(md("<style>body{display:none}</style>**bold**"), "<p>&lt;style&gt;body{display:none}&lt;/style&gt;<strong>bold</strong></p>");
   assert.equal(md("a <b onclick=x>b</b>"), "<p>a &lt;b onclick=x&gt;b&lt;/b&gt;</p>");
-  assert.equal(md("```\n</pre><script>x</script>\n```"), "<pre><code>&lt;/pre&gt;&lt;script&gt;x&lt;/script&gt;\n</code></pre>");
+  assert.equal(md("```\n</pre><script>x</script>\n```"), '<pre tabindex="0"><code>&lt;/pre&gt;&lt;script&gt;x&lt;/script&gt;\n</code></pre>');
 });
 
 test("tight numbered lists with . and ) are one item per line (the hand-written parser merged them)", () => {
@@ -61,17 +61,17 @@ test("blocks: headings, fences (closed or still streaming), lists, quotes, table
   const tree = markdownTree("# Title\n\nText\n- a\n- b\n  - c\n\n1. x\n2. y\n\n> q\n\n---\n\n| A | B |\n|:--|--:|\n| 1 | 2 |\n\n```py\nprint('</pre>')\n");
   assert.deepEqual(tree.children.map((b) => b.type), ["heading", "paragraph", "list", "list", "blockquote", "thematicBreak", "table", "code"]);
   const shown = md("| A | B |\n|:--|--:|\n| 1 | 2 |\n\n- [x] done\n- [ ] todo\n\n```\nstill streaming");
-  assert.ok(shown.startsWith('<div class="table-scroll"><table><thead><tr><th class="align-left">A</th><th class="align-right">B</th>'), shown);
+  assert.ok(shown.startsWith('<div class="table-scroll" tabindex="0"><table><thead><tr><th class="align-left">A</th><th class="align-right">B</th>'), shown);
   assert.ok(shown.includes('<li><span class="md-task" role="img" aria-label="done">☑ </span>done</li>'), shown);
-  assert.ok(shown.endsWith("<pre><code>still streaming\n</code></pre>"), shown);
+  assert.ok(shown.endsWith('<pre tabindex="0"><code>still streaming\n</code></pre>'), shown);
 });
 
 test("code blocks in a known language are highlighted as token spans; others stay plain", () => {
-  assert.equal(md("```python\ndef f(): return 'x'\n```"), '<pre><code class="language-python" data-lang="python">'
+  assert.equal(md("```python\ndef f(): return 'x'\n```"), '<pre tabindex="0"><code class="language-python" data-lang="python">'
     + '<span class="hljs-keyword">def</span> <span class="hljs-title function_">f</span>(): '
     + '<span class="hljs-keyword">return</span> <span class="hljs-string">\'x\'</span>\n</code></pre>');
-  assert.equal(md("```brainfuck\n+++\n```"), '<pre><code class="language-brainfuck" data-lang="brainfuck">+++\n</code></pre>');
-  assert.equal(md('```"><img\nx\n```'), '<pre><code class="language-&quot;&gt;&lt;img" data-lang="&quot;&gt;&lt;img">x\n</code></pre>');
+  assert.equal(md("```brainfuck\n+++\n```"), '<pre tabindex="0"><code class="language-brainfuck" data-lang="brainfuck">+++\n</code></pre>');
+  assert.equal(md('```"><img\nx\n```'), '<pre tabindex="0"><code class="language-&quot;&gt;&lt;img" data-lang="&quot;&gt;&lt;img">x\n</code></pre>');
   assert.ok(md("```js\nconst a = 1;\n```").includes('<span class="hljs-keyword">const</span>'));
 });
 

@@ -35,14 +35,14 @@ const BLOCKS = new Set(["ADDRESS", "ARTICLE", "ASIDE", "BLOCKQUOTE", "BODY", "DD
  * HTML in a comparable form, as the spec's normalize.py does: whitespace runs collapsed outside <pre>,
  * whitespace beside block elements dropped, attributes sorted. The renderer's additions that do not change
  * what the Markdown means are removed first: highlight.js token spans inside code (their text stays), the
- * data-lang attribute, and the rel/target every link carries.
+ * data-lang attribute, the rel/target every link carries and the tabindex of a code block.
  */
 export function normalize(html) {
   const holder = doc.createElement("div");
   holder.innerHTML = html; // test code only: the page never parses HTML
   for (const span of [...holder.querySelectorAll("pre span")]) span.replaceWith(...span.childNodes);
   for (const node of holder.querySelectorAll("*")) {
-    for (const name of ["data-lang", "rel", "target"]) node.removeAttribute(name);
+    for (const name of ["data-lang", "rel", "target", "tabindex"]) node.removeAttribute(name);
     const attributes = [...node.attributes].map((a) => [a.name, a.value]).sort();
     for (const [name] of attributes) node.removeAttribute(name);
     for (const [name, value] of attributes) node.setAttribute(name, value);
