@@ -21,6 +21,8 @@ from .sequences import load
 from .test_contract_streaming import started
 
 Open = Callable[..., WebPage]
+# The first test may install axe-core (npm ci of web-build/) before it runs.
+pytestmark = pytest.mark.timeout(600)
 
 MARKDOWN = """## Forecast
 

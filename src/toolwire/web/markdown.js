@@ -96,7 +96,8 @@ function drawBlocks(tree, doc) {
 // is parsed again. Link reference definitions (and footnote definitions) reach back to earlier text: a
 // message with one (or with a carriage return) is parsed whole every time.
 const streams = new WeakMap(); // target element -> {stable: text drawn for good, nodes: its DOM nodes}
-const DEFINITION = /^ {0,3}\[[^\]\n]+\]:/m;
+// Anywhere, not only at a line's start: a definition inside a quote or a list item counts for the whole text.
+const DEFINITION = /\[[^\]\n]+\]:/;
 
 /**
  * Show Markdown `text` in `target` (its children are replaced). When the text extends what `target` showed

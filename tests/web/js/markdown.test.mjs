@@ -100,6 +100,8 @@ const ANSWERS = [
     + "1. a\n2. b\n\nname | value\n--- | ---:\nx | 1\ny | 2\n\n> quoted\nlazy\n\n```python\ndef f(x):\n    return x\n```\n\n"
     + "    indented code\n\nText with **bold**, `code` and https://example.org/page.\n\n***\n\nEnd.",
   "Intro\n\n<div>\nraw\n</div>\n\n* a\n\n  continued\n* b\n\n~~~\nunclosed fence\n\nstill code",
+  // A definition inside a quote, after the reference: the reference becomes a link when it arrives.
+  "See [b] and [c].\n\n> quoted\n> [b]: https://b.example/\n\n- [c]: https://c.example/\n\nEnd.",
 ];
 
 test("streamed text shows exactly what a full render shows, at every length", () => {
