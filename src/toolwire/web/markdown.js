@@ -7,7 +7,9 @@
 // through createElement and text nodes: no HTML string is ever built or parsed.
 //
 // The safety rules, where the page departs from CommonMark's HTML on purpose:
-// - Raw HTML (a `<div>` block, an inline `<img onerror=...>`, `<script>`) is shown as the characters it is.
+// - Raw HTML (a `<div>` block, an inline `<img onerror=...>`, `<script>`) is shown as the characters it is:
+//   the parser reads it as text (web-build/entry.js turns CommonMark's HTML constructs off), so the Markdown
+//   around and inside it still counts.
 // - Links keep only absolute http(s) and mailto URLs; any other link (`javascript:`, `data:`, a relative
 //   path) shows its text without a link.
 // - Images are never loaded: a model (or a web page it read) can smuggle data out through an image URL, so
@@ -24,7 +26,7 @@ const SAFE_PROTOCOLS = new Set(["http:", "https:", "mailto:"]);
 const MAX_DEPTH = 32;
 // Highlighting a very long block on every streamed frame costs more than it gives: longer ones stay plain.
 const MAX_HIGHLIGHT_CHARS = 50_000;
-// Grammar names are short words; the info string's first word is only ever an attribute value otherwise.
+// A fence's language is looked up as a grammar only when it looks like a grammar name.
 const LANGUAGE = /^[\w+#.-]{1,32}$/;
 
 /**
@@ -205,7 +207,7 @@ function draw(node, context, depth, tight, flow) {
     case "code":
       return codeBlock(node, doc);
     case "html":
-      // Raw HTML is text. A block of it keeps its place as a paragraph of its characters.
+      // The parser reads raw HTML as text; should an html node ever come, it is text too (a block: a paragraph).
       if (flow) return appendText(element(doc, "p", "md-html"), doc, node.value);
       return doc.createTextNode(node.value);
     case "emphasis":
