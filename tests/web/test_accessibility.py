@@ -1,6 +1,7 @@
 """axe-core finds no accessibility violation on any screen the browser tests show, light and dark.
 
-The screens, on the contract server (contract_server.py) with the recorded sequences: the sign-in card, the
+The screens of the real `toolwire serve` with its offline demo (empty, then a finished answer with tool
+cards), and, on the contract server (contract_server.py) with the recorded sequences: the sign-in card, the
 empty page, a chat with Markdown text (a highlighted code block, a table, lists, a quote, links) and tool
 cards, a tool call waiting for approval, a provider error and failed tools. axe runs with WCAG 2.x A/AA and
 best-practice rules (tests/web/axe.py), so colour contrast, names of controls, landmarks and headings count.
@@ -19,6 +20,7 @@ from .contract_server import ContractServer
 from .pages import WebPage
 from .sequences import load
 from .test_contract_streaming import started
+from .test_e2e_serve import QUESTION, serve_no_args  # noqa: F401 (a fixture)
 
 Open = Callable[..., WebPage]
 # The first test may install axe-core (npm ci of web-build/) before it runs.
@@ -138,3 +140,17 @@ def test_a_code_theme_colour_meets_aa_in_both_schemes(server: ContractServer, we
         colours[scheme] = keyword.evaluate("(node) => [getComputedStyle(node).color, getComputedStyle(node.closest('pre')).backgroundColor]")
     assert colours["light"] == ["rgb(179, 38, 30)", "rgb(240, 241, 244)"], colours
     assert colours["dark"] == ["rgb(255, 138, 128)", "rgb(38, 42, 48)"], colours
+
+
+def test_serve_offline_demo(serve_no_args: tuple[str, str], web: Open) -> None:  # noqa: F811
+    url, token = serve_no_args
+    page = web(url, token=token)
+    expect(page.page.locator("#empty")).to_be_visible()
+    assert_accessible(page.page, "serve: empty")
+    page.send(QUESTION)
+    page.expect_last_run_status("completed", timeout=30_000)
+    expect(page.page.locator(".tool-card")).to_have_count(3)
+    assert_accessible(page.page, "serve: an answer with tool cards")
+    page.reload()
+    expect(page.page.locator(".stored .tool-card")).to_have_count(3)
+    assert_accessible(page.page, "serve: the stored chat")
