@@ -10,6 +10,7 @@ best-practice rules (tests/web/axe.py), so colour contrast, names of controls, l
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,12 +81,12 @@ def test_empty_page(server: ContractServer, web: Open) -> None:
 
 
 @pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
-def test_chat_with_markdown_and_tool_cards(server: ContractServer, web: Open, width: int) -> None:
+def test_chat_with_markdown_and_tool_cards(server: ContractServer, web: Open, width: int, screenshots: Path) -> None:
     seq = load("parallel_out_of_order")
     chat_id = seq["chat"]["id"]
     frames = [f for f in seq["frames"] if f["data"]["type"] != "text_delta" or f["data"]["step"] == 0]
     finished = frames[-1]
-    text = {"id": "1-900", "data": {"type": "text_delta", "run_id": "run-w1", "step": 1, "text": MARKDOWN}}
+    text = {"id": "1-900", "data": {"type": "text_delta", "run_id": "run-w1", "step": 1, "text": f"\n\n{MARKDOWN}"}}
     server.add_chat(seq["chat"])
     server.script(chat_id, [*frames[:-1], text, {**finished, "id": "1-901"}])
     page = web(server.url, token=server.token, chat=chat_id, width=width, height=844)
@@ -97,6 +98,10 @@ def test_chat_with_markdown_and_tool_cards(server: ContractServer, web: Open, wi
     expect(page.page.locator(".md ol li")).to_have_count(3)
     expect(page.page.locator(".tool-card")).to_have_count(3)
     assert_accessible(page.page, f"chat with text and tool cards ({width}px)")
+    page.page.locator(".md h2").last.scroll_into_view_if_needed()
+    for scheme in ("light", "dark"):
+        page.page.emulate_media(color_scheme=scheme)
+        page.screenshot(screenshots / f"markdown-{width}-{scheme}.png")
 
 
 def test_tool_waiting_for_approval(server: ContractServer, web: Open) -> None:
@@ -125,7 +130,7 @@ def test_a_code_theme_colour_meets_aa_in_both_schemes(server: ContractServer, we
     seq = load("parallel_out_of_order")
     chat_id = seq["chat"]["id"]
     frames = [f for f in seq["frames"] if f["data"]["type"] != "text_delta" or f["data"]["step"] == 0]
-    text = {"id": "1-900", "data": {"type": "text_delta", "run_id": "run-w1", "step": 1, "text": MARKDOWN}}
+    text = {"id": "1-900", "data": {"type": "text_delta", "run_id": "run-w1", "step": 1, "text": f"\n\n{MARKDOWN}"}}
     server.add_chat(seq["chat"])
     server.script(chat_id, [*frames[:-1], text, {**frames[-1], "id": "1-901"}])
     page = web(server.url, token=server.token, chat=chat_id)
