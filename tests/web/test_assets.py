@@ -17,8 +17,11 @@ def test_everything_the_page_loads_is_served() -> None:
     loaded = re.findall(r'(?:src|href)="static/([^"]+)"', page)
     assert sorted(loaded) == ["app.js", "style.css"]
     imported = {name for module in MODULES for name in re.findall(r'from "\./([^"]+)"', module.read_text())}
-    assert imported == {"api.js", "markdown.js", "reducer.js", "render.js", "selectors.js", "session.js", "sse.js"}
-    for name in [*loaded, *imported]:
+    assert imported == {"api.js", "markdown.js", "reducer.js", "render.js", "selectors.js", "session.js", "sse.js",
+                        "vendor/markdown-libs.js"}
+    styles = set(re.findall(r'@import url\("([^"]+)"\)', (WEB_DIR / "style.css").read_text()))
+    assert styles == {"markdown.css"}
+    for name in [*loaded, *imported, *styles]:
         asset = static_file(name)
         assert asset is not None, name
         assert asset.suffix in ASSET_TYPES

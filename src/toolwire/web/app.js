@@ -243,7 +243,7 @@ class App {
       li.dataset.chatId = chat.id;
       const open = this.doc.createElement("a");
       open.className = "chat-link";
-      open.href = `#chat=${encodeURIComponent(chat.id)}`;
+      open.href = `./#chat=${encodeURIComponent(chat.id)}`; // "./": a chat, not a skip link to an element (axe)
       open.textContent = chat.title || "New chat";
       if (chat.id === current) open.setAttribute("aria-current", "page");
       li.append(open);

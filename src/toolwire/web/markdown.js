@@ -1,537 +1,371 @@
 // Markdown for model text, safe by construction.
 //
-// The text is parsed into a small tree, and the tree becomes DOM nodes through createElement and text
-// nodes only: no HTML string is ever built or parsed, so HTML in the text (`<img onerror=...>`,
-// `<script>`, `</pre>`) is shown as the characters it is. Links keep only absolute http(s) and mailto
-// URLs; anything else (`javascript:`, `data:`, relative paths) stays plain text. Images are never loaded:
-// a model (or a web page it read) can smuggle data out through an image URL, so an image becomes a link
-// the person can choose to follow.
+// Parsing is a library's job: micromark (CommonMark 0.31 + GitHub Flavored Markdown, through
+// mdast-util-from-markdown) turns the text into a syntax tree, and lowlight (highlight.js grammars) turns a
+// fenced code block into a tree of token spans. Both come from vendor/markdown-libs.js, one ES module built
+// from a lock file by scripts/build-web-vendor. This module only walks the two trees and builds DOM nodes
+// through createElement and text nodes: no HTML string is ever built or parsed.
 //
-// The subset is what chat models write: paragraphs (a single newline is a line break, as in chat),
-// headings, emphasis, strong, strikethrough, inline code, fenced code (an unclosed fence while streaming
-// runs to the end), block quotes, nested lists, GitHub tables, rules, links, autolinks and bare URLs.
-// Parsing is linear in practice: a delimiter with no closer is remembered, so a text full of stray
-// `*` or backticks is not rescanned.
+// The safety rules, where the page departs from CommonMark's HTML on purpose:
+// - Raw HTML (a `<div>` block, an inline `<img onerror=...>`, `<script>`) is shown as the characters it is:
+//   the parser reads it as text (web-build/entry.js turns CommonMark's HTML constructs off), so the Markdown
+//   around and inside it still counts.
+// - Links keep only absolute http(s) and mailto URLs; any other link (`javascript:`, `data:`, a relative
+//   path) shows its text without a link.
+// - Images are never loaded: a model (or a web page it read) can smuggle data out through an image URL, so
+//   an image becomes a link "[image: alt]" the person can choose to follow.
+// - Every link opens in a new tab without the page (rel="noopener noreferrer nofollow").
+// A soft line break stays a newline in the text, as CommonMark says; the page's style shows it as a line
+// break (white-space: pre-line), as chats do.
 
-const FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*([^`]*?)[ \t]*$/;
-const HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
-const RULE = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
-const QUOTE = /^ {0,3}> ?(.*)$/;
-const ITEM = /^( {0,3})([-*+]|\d{1,9}[.)])(?:([ \t]+)(.*)|[ \t]*)$/;
-const TABLE_DELIMITER = /^ {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$/;
-const PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
+import { lowlight, normalizeUri, parseMarkdownTree } from "./vendor/markdown-libs.js";
+
 const SAFE_PROTOCOLS = new Set(["http:", "https:", "mailto:"]);
-const MAX_DEPTH = 12; // deeper nesting (quotes in lists in quotes...) is shown as plain paragraphs
+// Deeper nesting (quotes in lists in quotes...) is shown as its plain text: no reader needs it, and a
+// recursive walk must not run out of stack on a hostile text.
+const MAX_DEPTH = 32;
+// Highlighting a very long block on every streamed frame costs more than it gives: longer ones stay plain.
+const MAX_HIGHLIGHT_CHARS = 50_000;
+// A fence's language is looked up as a grammar only when it looks like a grammar name.
+const LANGUAGE = /^[\w+#.-]{1,32}$/;
 
-/** The URL if it may become a link (absolute http, https or mailto), else null. */
+/**
+ * The href a link may carry, or null. Only absolute http, https and mailto URLs, judged by the same URL
+ * parser the browser uses (so `java\tscript:` or ` javascript:` are seen as what they are); the href is the
+ * URL percent-encoded as CommonMark's reference renderer writes it.
+ */
 export function safeUrl(raw) {
+  const text = String(raw).trim();
   let url;
   try {
-    url = new URL(String(raw).trim());
+    url = new URL(text);
   } catch {
     return null;
   }
-  return SAFE_PROTOCOLS.has(url.protocol) ? url.href : null;
-}
-
-// ---------------------------------------------------------------- blocks
-
-/** Parse Markdown text into a list of block nodes: {t: "p" | "h" | "code" | "quote" | "list" | "table" | "hr", ...}. */
-export function parseMarkdown(text) {
-  const lines = String(text).replace(/\r\n?/g, "\n").split("\n");
-  return parseBlocks(lines, 0);
-}
-
-function isBlank(line) {
-  return line.trim().length === 0;
-}
-
-function startsBlock(line, inParagraph) {
-  if (FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line)) return true;
-  const item = ITEM.exec(line);
-  if (item === null) return false;
-  if (!inParagraph) return true;
-  // Inside a paragraph only a non-empty bullet or an ordered list starting at 1 begins a list.
-  return item[4] !== undefined && item[4].trim() !== "" && (/^[-*+]$/.test(item[2]) || /^1[.)]$/.test(item[2]));
-}
-
-function parseBlocks(lines, depth) {
-  const blocks = [];
-  let i = 0;
-  while (i < lines.length) {
-    const line = lines[i];
-    if (isBlank(line)) {
-      i += 1;
-      continue;
-    }
-    let m;
-    if ((m = FENCE.exec(line)) !== null) {
-      const mark = m[1];
-      const body = [];
-      i += 1;
-      while (i < lines.length) {
-        const close = /^ {0,3}(`{3,}|~{3,})[ \t]*$/.exec(lines[i]);
-        if (close !== null && close[1][0] === mark[0] && close[1].length >= mark.length) {
-          i += 1;
-          break;
-        }
-        body.push(lines[i]);
-        i += 1;
-      }
-      if (i >= lines.length) while (body.length > 0 && isBlank(body[body.length - 1])) body.pop(); // still streaming
-      blocks.push({ t: "code", lang: m[2].split(/[ \t]/)[0] ?? "", text: body.join("\n") });
-      continue;
-    }
-    if ((m = HEADING.exec(line)) !== null) {
-      blocks.push({ t: "h", level: m[1].length, c: parseInline(m[2] ?? "") });
-      i += 1;
-      continue;
-    }
-    if (RULE.test(line)) {
-      blocks.push({ t: "hr" });
-      i += 1;
-      continue;
-    }
-    if (depth < MAX_DEPTH && QUOTE.test(line)) {
-      const inner = [];
-      while (i < lines.length && (m = QUOTE.exec(lines[i])) !== null) {
-        inner.push(m[1]);
-        i += 1;
-      }
-      blocks.push({ t: "quote", c: parseBlocks(inner, depth + 1) });
-      continue;
-    }
-    if (depth < MAX_DEPTH && ITEM.test(line)) {
-      const [list, next] = parseList(lines, i, depth);
-      blocks.push(list);
-      i = next;
-      continue;
-    }
-    if (line.includes("|") && i + 1 < lines.length && TABLE_DELIMITER.test(lines[i + 1])) {
-      const table = parseTable(lines, i);
-      if (table !== null) {
-        blocks.push(table[0]);
-        i = table[1];
-        continue;
-      }
-    }
-    const paragraph = [line.trim()];
-    i += 1;
-    while (i < lines.length && !isBlank(lines[i]) && !startsBlock(lines[i], true)) {
-      if (lines[i].includes("|") && i + 1 < lines.length && TABLE_DELIMITER.test(lines[i + 1])) break;
-      paragraph.push(lines[i].trim());
-      i += 1;
-    }
-    blocks.push({ t: "p", c: parseInline(paragraph.join("\n")) });
-  }
-  return blocks;
-}
-
-function markerKind(marker) {
-  return /^\d/.test(marker) ? `ol${marker[marker.length - 1]}` : `ul${marker}`;
-}
-
-function parseList(lines, start, depth) {
-  const first = ITEM.exec(lines[start]);
-  const kind = markerKind(first[2]);
-  const ordered = kind.startsWith("ol");
-  const list = { t: "list", ordered, start: ordered ? Number.parseInt(first[2], 10) : 1, items: [] };
-  let i = start;
-  let loose = false;
-  while (i < lines.length) {
-    const m = ITEM.exec(lines[i]);
-    if (m === null || markerKind(m[2]) !== kind) break;
-    const indent = m[1].length + m[2].length + (m[3] === undefined ? 1 : Math.min(m[3].length, 4));
-    const content = [m[4] ?? ""];
-    i += 1;
-    let blankBefore = false;
-    while (i < lines.length) {
-      const line = lines[i];
-      if (isBlank(line)) {
-        blankBefore = true;
-        content.push("");
-        i += 1;
-        continue;
-      }
-      const lead = line.length - line.trimStart().length;
-      if (lead >= indent) {
-        if (blankBefore) loose = true;
-        content.push(line.slice(Math.min(indent, lead)));
-        blankBefore = false;
-        i += 1;
-        continue;
-      }
-      if (!blankBefore && !startsBlock(line, true)) {
-        content.push(line.trim()); // a lazy continuation of the item's paragraph
-        i += 1;
-        continue;
-      }
-      break;
-    }
-    while (content.length > 0 && content[content.length - 1] === "") content.pop();
-    if (blankBefore && i < lines.length && ITEM.test(lines[i])) loose = true;
-    list.items.push(parseBlocks(content, depth + 1));
-  }
-  list.loose = loose;
-  return [list, i];
-}
-
-function splitRow(line) {
-  let row = line.trim();
-  if (row.startsWith("|")) row = row.slice(1);
-  if (row.endsWith("|") && !row.endsWith("\\|")) row = row.slice(0, -1);
-  const cells = [];
-  let cell = "";
-  for (let k = 0; k < row.length; k += 1) {
-    if (row[k] === "\\" && row[k + 1] === "|") {
-      cell += "|";
-      k += 1;
-    } else if (row[k] === "|") {
-      cells.push(cell.trim());
-      cell = "";
-    } else {
-      cell += row[k];
-    }
-  }
-  cells.push(cell.trim());
-  return cells;
-}
-
-function parseTable(lines, start) {
-  const header = splitRow(lines[start]);
-  const delimiter = splitRow(lines[start + 1]);
-  if (header.length !== delimiter.length) return null;
-  const align = delimiter.map((d) => (d.startsWith(":") && d.endsWith(":") ? "center" : d.endsWith(":") ? "right"
-    : d.startsWith(":") ? "left" : null));
-  const rows = [];
-  let i = start + 2;
-  while (i < lines.length && !isBlank(lines[i]) && lines[i].includes("|") && !startsBlock(lines[i], false)) {
-    const cells = splitRow(lines[i]);
-    rows.push(header.map((_, k) => parseInline(cells[k] ?? "")));
-    i += 1;
-  }
-  return [{ t: "table", align, head: header.map((h) => parseInline(h)), rows }, i];
-}
-
-// ---------------------------------------------------------------- inline
-
-/** Parse inline Markdown into nodes: strings, and {t: "em" | "strong" | "del" | "code" | "a" | "br", ...}. */
-export function parseInline(text) {
-  return new InlineParser(text).parse(0, text.length, 0);
-}
-
-class InlineParser {
-  constructor(text) {
-    this.text = text;
-    this.found = new Map(); // search string -> {from, at}: the last answer of `next`
-    this.noCloser = new Map(); // emphasis mark -> a position after which no valid closer exists
-    this.lastLinkEnd = text.lastIndexOf("](");
-  }
-
-  /** `text.indexOf(needle, from)`, answered from the last search when it still holds (linear overall). */
-  next(needle, from) {
-    const last = this.found.get(needle);
-    if (last !== undefined && from >= last.from && (last.at < 0 || last.at >= from)) return last.at;
-    const at = this.text.indexOf(needle, from);
-    this.found.set(needle, { from, at });
-    return at;
-  }
-
-  parse(start, end, depth) {
-    const text = this.text;
-    const out = [];
-    let plain = "";
-    const flush = () => {
-      if (plain.length > 0) out.push(plain);
-      plain = "";
-    };
-    let i = start;
-    while (i < end) {
-      const c = text[i];
-      if (c === "\\" && i + 1 < end && PUNCTUATION.includes(text[i + 1])) {
-        plain += text[i + 1];
-        i += 2;
-        continue;
-      }
-      if (c === "\n") {
-        flush();
-        out.push({ t: "br" });
-        i += 1;
-        continue;
-      }
-      if (c === "`") {
-        let run = 1;
-        while (i + run < end && text[i + run] === "`") run += 1;
-        const close = this.findRun("`".repeat(run), i + run, end);
-        if (close < 0) {
-          plain += text.slice(i, i + run);
-          i += run;
-          continue;
-        }
-        let code = text.slice(i + run, close).replace(/\n/g, " ");
-        if (code.length > 2 && code.startsWith(" ") && code.endsWith(" ") && code.trim() !== "") code = code.slice(1, -1);
-        flush();
-        out.push({ t: "code", text: code });
-        i = close + run;
-        continue;
-      }
-      if ((c === "[" || (c === "!" && text[i + 1] === "[")) && depth < MAX_DEPTH) {
-        const link = this.link(i, end, depth);
-        if (link !== null) {
-          flush();
-          out.push(link.node);
-          i = link.next;
-          continue;
-        }
-      }
-      if (c === "<") {
-        const close = this.next(">", i + 1);
-        if (close > 0 && close < end && close - i < 2048) {
-          const inner = text.slice(i + 1, close);
-          const href = /^[a-zA-Z][a-zA-Z0-9+.-]{1,31}:[^\s<>]*$/.test(inner) ? safeUrl(inner) : null;
-          if (href !== null) {
-            flush();
-            out.push({ t: "a", href, c: [inner] });
-            i = close + 1;
-            continue;
-          }
-        }
-      }
-      if ((c === "h" || c === "H") && (i === start || /[\s(*_~]/.test(text[i - 1]))) {
-        const m = /^https?:\/\/[^\s<]+/i.exec(text.slice(i, Math.min(end, i + 2048)));
-        if (m !== null) {
-          let url = m[0].replace(/[.,:;!?'"]+$/, "");
-          if (url.endsWith(")") && countOf(url, "(") < countOf(url, ")")) url = url.slice(0, -1);
-          const href = safeUrl(url);
-          if (href !== null) {
-            flush();
-            out.push({ t: "a", href, c: [url] });
-            i += url.length;
-            continue;
-          }
-        }
-      }
-      if ((c === "*" || c === "_" || c === "~") && depth < MAX_DEPTH) {
-        const span = this.emphasis(i, end, depth);
-        if (span !== null) {
-          flush();
-          out.push(span.node);
-          i = span.next;
-          continue;
-        }
-      }
-      plain += c;
-      i += 1;
-    }
-    flush();
-    return out;
-  }
-
-  /** The position of `run` at or after `from` and before `end`, or -1. */
-  findRun(run, from, end) {
-    let at = this.next(run, from);
-    // A run of backticks must match exactly in length.
-    while (at >= 0 && run[0] === "`" && (this.text[at + run.length] === "`" || this.text[at - 1] === "`")) {
-      let skip = at;
-      while (this.text[skip] === "`") skip += 1;
-      at = this.next(run, skip);
-    }
-    return at < 0 || at >= end ? -1 : at;
-  }
-
-  emphasis(i, end, depth) {
-    const text = this.text;
-    const c = text[i];
-    const double = text[i + 1] === c;
-    if (c === "~" && !double) return null;
-    const mark = double ? c + c : c;
-    const after = text[i + mark.length];
-    if (after === undefined || /\s/.test(after) || after === c) return null;
-    if (c === "_" && i > 0 && /[\p{L}\p{N}]/u.test(text[i - 1])) return null; // snake_case stays text
-    const start = i + mark.length;
-    const known = this.noCloser.get(mark);
-    if (known !== undefined && start >= known) return null;
-    let from = start;
-    for (;;) {
-      const close = this.findRun(mark, from, end);
-      if (close < 0) {
-        // Whether a closer is valid depends on the closer alone: none from here on, for any opener.
-        if (end === this.text.length) this.noCloser.set(mark, Math.min(start, known ?? start));
-        return null;
-      }
-      const before = text[close - 1];
-      const next = text[close + mark.length];
-      const intraword = c === "_" && next !== undefined && /[\p{L}\p{N}]/u.test(next);
-      if (!/\s/.test(before) && next !== c && !intraword && close > i + mark.length) {
-        const kind = c === "~" ? "del" : double ? "strong" : "em";
-        return { node: { t: kind, c: this.parse(i + mark.length, close, depth + 1) }, next: close + mark.length };
-      }
-      from = close + 1;
-    }
-  }
-
-  link(i, end, depth) {
-    const text = this.text;
-    const image = text[i] === "!";
-    const open = image ? i + 1 : i;
-    if (open >= this.lastLinkEnd) return null;
-    let level = 0;
-    let close = -1;
-    // Labels and destinations are short: bounded scans keep a text full of brackets linear.
-    const labelEnd = Math.min(end, open + 1024);
-    for (let k = open; k < labelEnd; k += 1) {
-      const ch = text[k];
-      if (ch === "\\") {
-        k += 1;
-      } else if (ch === "[") {
-        level += 1;
-      } else if (ch === "]") {
-        level -= 1;
-        if (level === 0) {
-          close = k;
-          break;
-        }
-      } else if (ch === "\n" && text[k + 1] === "\n") {
-        break;
-      }
-    }
-    if (close < 0 || text[close + 1] !== "(") return null;
-    let paren = 0;
-    let destEnd = -1;
-    const destLimit = Math.min(end, close + 4096);
-    for (let k = close + 1; k < destLimit; k += 1) {
-      const ch = text[k];
-      if (ch === "\\") {
-        k += 1;
-      } else if (ch === "(") {
-        paren += 1;
-      } else if (ch === ")") {
-        paren -= 1;
-        if (paren === 0) {
-          destEnd = k;
-          break;
-        }
-      } else if (ch === "\n") {
-        break;
-      }
-    }
-    if (destEnd < 0) return null;
-    let dest = text.slice(close + 2, destEnd).trim();
-    if (dest.startsWith("<")) {
-      const gt = dest.indexOf(">");
-      dest = gt > 0 ? dest.slice(1, gt) : dest.slice(1);
-    } else {
-      dest = dest.split(/\s+/)[0] ?? "";
-    }
-    const href = safeUrl(dest);
-    const label = this.parse(open + 1, close, depth + 1);
-    const node = image ? { t: "img", href, alt: text.slice(open + 1, close) } : href === null
-      ? { t: "span", c: label } : { t: "a", href, c: label };
-    return { node, next: destEnd + 1 };
+  if (!SAFE_PROTOCOLS.has(url.protocol)) return null;
+  const href = normalizeUri(text);
+  // The encoded form must mean the same URL: re-check it, in case encoding changed what the parser sees.
+  try {
+    return SAFE_PROTOCOLS.has(new URL(href).protocol) ? href : null;
+  } catch {
+    return null;
   }
 }
 
-function countOf(text, ch) {
-  let n = 0;
-  for (const c of text) if (c === ch) n += 1;
-  return n;
+// Containers opened on one line ("> > > ..." or "- - - ... x") cost the parser time that grows with the
+// square of their number, and a few thousand exhaust its stack: past MAX_LINE_NESTING, the next marker is
+// escaped (a backslash CommonMark drops), so the rest of the line is text. (Inside a code block such a line
+// would show that backslash; no one writes 33 nested markers in code.)
+const MAX_LINE_NESTING = 32;
+const NESTED_LINE = new RegExp(`^[ \\t]*(?:(?:>|(?:[-*+]|\\d{1,9}[.)])(?=[ \\t]|$))[ \\t]*){${MAX_LINE_NESTING + 1},}`, "gm");
+const MARKER = /(>|[-*+]|\d{1,9}[.)])[ \t]*/y;
+
+function limitNesting(text) {
+  return text.replace(NESTED_LINE, (line) => {
+    MARKER.lastIndex = line.length - line.trimStart().length;
+    for (let k = 0; k < MAX_LINE_NESTING; k += 1) MARKER.exec(line);
+    const at = MARKER.lastIndex;
+    const marker = MARKER.exec(line)[1];
+    const escapeAt = /\d/.test(marker[0]) ? at + marker.length - 1 : at; // "12." becomes "12\."
+    return `${line.slice(0, escapeAt)}\\${line.slice(escapeAt)}`;
+  });
 }
 
-// ---------------------------------------------------------------- DOM
+/** The Markdown syntax tree (mdast) of a text. */
+export function markdownTree(text) {
+  return parseMarkdownTree(limitNesting(String(text)));
+}
 
 /** Markdown text as a DocumentFragment built from elements and text nodes only. */
 export function renderMarkdown(text, doc = document) {
   const fragment = doc.createDocumentFragment();
-  for (const block of parseMarkdown(text)) fragment.append(blockNode(block, doc));
+  fragment.append(...drawBlocks(markdownTree(text), doc).map((block) => block.node));
   return fragment;
 }
 
-function element(doc, tag, children = [], className = null) {
+/** The DOM node of each top-level block of a tree ({block, node}; blocks that show nothing are left out). */
+function drawBlocks(tree, doc) {
+  const context = { doc, definitions: definitionsOf(tree) };
+  const flow = true;
+  return tree.children.map((block) => ({ block, node: draw(block, context, 0, false, flow) }))
+    .filter((drawn) => drawn.node !== null);
+}
+
+// Streaming: a message grows by appended text and is drawn again on every frame, and parsing is what
+// costs (micromark is correct, not fast: a 9 kB answer costs ~100x the old hand-written parser). CommonMark
+// parses blocks line by line, and a top-level block closed by a *complete* line never changes again, so
+// those blocks are kept (parsed and drawn once) and only the text from the first block that may still change
+// is parsed again. Link reference definitions (and footnote definitions) reach back to earlier text: a
+// message with one (or with a carriage return) is parsed whole every time.
+const streams = new WeakMap(); // target element -> {stable: text drawn for good, nodes: its DOM nodes}
+// Anywhere, not only at a line's start: a definition inside a quote or a list item counts for the whole text.
+const DEFINITION = /\[[^\]\n]+\]:/;
+
+/**
+ * Show Markdown `text` in `target` (its children are replaced). When the text extends what `target` showed
+ * last, the blocks that cannot change any more are kept and only the rest is parsed and drawn again; the
+ * result is the same as `target.replaceChildren(renderMarkdown(text))` (tests/web/js check this).
+ */
+export function updateMarkdown(target, text, doc = document) {
+  const value = String(text);
+  let state = streams.get(target);
+  // A carriage return is a line ending to micromark and not to the line counting below: parse whole.
+  if (state === undefined || !value.startsWith(state.stable) || DEFINITION.test(value) || value.includes("\r")) {
+    state = { stable: "", nodes: [] };
+  }
+  const tail = value.slice(state.stable.length);
+  const drawn = drawBlocks(markdownTree(tail), doc);
+  target.replaceChildren(...state.nodes, ...drawn.map((d) => d.node));
+
+  // Keep every block followed by a block that starts on a complete line of the tail: the line that closed
+  // it can no longer change. The last block, and any closed only by the unfinished last line, are redone.
+  const lastLine = tail.endsWith("\n") ? Number.POSITIVE_INFINITY : countLines(tail);
+  let keep = 0;
+  for (let k = 1; k < drawn.length; k += 1) {
+    if (drawn[k].block.position.start.line < lastLine) keep = k;
+  }
+  if (keep > 0) {
+    const cut = lineStart(tail, drawn[keep].block.position.start.line);
+    state = { stable: state.stable + tail.slice(0, cut), nodes: [...state.nodes, ...drawn.slice(0, keep).map((d) => d.node)] };
+  }
+  streams.set(target, state);
+}
+
+function countLines(text) {
+  let lines = 1;
+  for (let at = text.indexOf("\n"); at >= 0; at = text.indexOf("\n", at + 1)) lines += 1;
+  return lines;
+}
+
+/** The offset where line `line` (1-based) of `text` starts. */
+function lineStart(text, line) {
+  let at = 0;
+  for (let k = 1; k < line; k += 1) at = text.indexOf("\n", at) + 1;
+  return at;
+}
+
+/** Link reference definitions by identifier; the first one of a label wins, as CommonMark says. */
+function definitionsOf(tree) {
+  const found = new Map();
+  const stack = [tree];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (node.type === "definition") {
+      if (!found.has(node.identifier) || found.get(node.identifier).position.start.offset > node.position.start.offset) {
+        found.set(node.identifier, node);
+      }
+    } else if (node.children !== undefined) {
+      stack.push(...node.children);
+    }
+  }
+  return found;
+}
+
+function element(doc, tag, className = null) {
   const node = doc.createElement(tag);
-  if (className !== null) node.className = className;
-  for (const child of children) node.append(child);
+  if (className !== null) node.setAttribute("class", className);
   return node;
 }
 
-function blockNode(block, doc) {
-  switch (block.t) {
-    case "p":
-      return element(doc, "p", inlineNodes(block.c, doc));
-    case "h":
-      return element(doc, `h${block.level}`, inlineNodes(block.c, doc));
-    case "hr":
+// The mdast nodes whose children are blocks (the others hold phrasing: text, emphasis, links...).
+const FLOW = new Set(["root", "blockquote", "listItem", "footnoteDefinition"]);
+
+function appendAll(parent, owner, context, depth, tight) {
+  const flow = FLOW.has(owner.type);
+  for (const node of owner.children) {
+    const drawn = draw(node, context, depth, tight, flow);
+    if (drawn !== null) parent.append(drawn);
+  }
+  return parent;
+}
+
+function container(tag, node, context, depth, className = null) {
+  return appendAll(element(context.doc, tag, className), node, context, depth + 1, false);
+}
+
+/**
+ * The DOM of one mdast node (null for nodes that show nothing). In a tight list, paragraphs show bare;
+ * `flow` says the node is a block (its parent holds blocks).
+ */
+function draw(node, context, depth, tight, flow) {
+  const doc = context.doc;
+  if (depth > MAX_DEPTH) return doc.createTextNode(plainText(node));
+  switch (node.type) {
+    case "text":
+      return doc.createTextNode(node.value);
+    case "paragraph":
+      if (tight) return appendAll(doc.createDocumentFragment(), node, context, depth + 1, false);
+      return container("p", node, context, depth);
+    case "heading":
+      return container(`h${node.depth}`, node, context, depth);
+    case "thematicBreak":
       return doc.createElement("hr");
-    case "code": {
-      const code = element(doc, "code", [doc.createTextNode(block.text)]);
-      if (/^[\w+#.-]{1,32}$/.test(block.lang)) code.dataset.lang = block.lang;
-      return element(doc, "pre", [code]);
-    }
-    case "quote":
-      return element(doc, "blockquote", block.c.map((b) => blockNode(b, doc)));
-    case "list": {
-      const list = doc.createElement(block.ordered ? "ol" : "ul");
-      if (block.ordered && block.start !== 1) list.start = block.start;
-      for (const item of block.items) {
-        const li = doc.createElement("li");
-        for (const inner of item) {
-          // A tight list shows its paragraphs without paragraph spacing.
-          if (inner.t === "p" && !block.loose) li.append(...inlineNodes(inner.c, doc));
-          else li.append(blockNode(inner, doc));
-        }
-        list.append(li);
-      }
-      return list;
-    }
-    case "table": {
-      const head = element(doc, "tr", block.head.map((cell, k) => aligned(element(doc, "th", inlineNodes(cell, doc)), block.align[k])));
-      const body = block.rows.map((row) => element(doc, "tr", row.map((cell, k) => aligned(element(doc, "td", inlineNodes(cell, doc)), block.align[k]))));
-      const table = element(doc, "table", [element(doc, "thead", [head]), element(doc, "tbody", body)]);
-      return element(doc, "div", [table], "table-scroll");
-    }
-    default:
-      return doc.createTextNode("");
-  }
-}
-
-function aligned(cell, align) {
-  if (align !== null) cell.classList.add(`align-${align}`);
-  return cell;
-}
-
-function inlineNodes(nodes, doc) {
-  return nodes.map((node) => inlineNode(node, doc));
-}
-
-function inlineNode(node, doc) {
-  if (typeof node === "string") return doc.createTextNode(node);
-  switch (node.t) {
-    case "br":
-      return doc.createElement("br");
+    case "blockquote":
+      return container("blockquote", node, context, depth);
+    case "list":
+      return list(node, context, depth);
     case "code":
-      return element(doc, "code", [doc.createTextNode(node.text)]);
-    case "em":
+      return codeBlock(node, doc);
+    case "html":
+      // The parser reads raw HTML as text; should an html node ever come, it is text too (a block: a paragraph).
+      if (flow) return appendText(element(doc, "p", "md-html"), doc, node.value);
+      return doc.createTextNode(node.value);
+    case "emphasis":
+      return container("em", node, context, depth);
     case "strong":
-    case "del":
-    case "span":
-      return element(doc, node.t, inlineNodes(node.c, doc));
-    case "a":
-      return link(doc, node.href, inlineNodes(node.c, doc));
-    case "img": {
-      const label = `image: ${node.alt || "untitled"}`;
-      if (node.href === null) return element(doc, "span", [doc.createTextNode(`[${label}]`)], "md-image");
-      const a = link(doc, node.href, [doc.createTextNode(`[${label}]`)]);
-      a.classList.add("md-image");
-      return a;
+      return container("strong", node, context, depth);
+    case "delete":
+      return container("del", node, context, depth);
+    case "inlineCode": {
+      // CommonMark: line endings inside a code span are spaces.
+      const code = element(doc, "code");
+      code.append(doc.createTextNode(node.value.replace(/\r\n?|\n/g, " ")));
+      return code;
+    }
+    case "break":
+      return doc.createElement("br");
+    case "link":
+      return link(node, node, context, depth);
+    case "linkReference": {
+      const definition = context.definitions.get(node.identifier);
+      return definition === undefined ? container("span", node, context, depth) : link(node, definition, context, depth);
+    }
+    case "image":
+      return image(node.alt, node.url, doc);
+    case "imageReference":
+      return image(node.alt, context.definitions.get(node.identifier)?.url ?? null, doc);
+    case "definition":
+      return null;
+    case "table":
+      return table(node, context, depth);
+    case "footnoteReference":
+      return appendText(element(doc, "sup", "md-footnote-ref"), doc, `[${node.label ?? node.identifier}]`);
+    case "footnoteDefinition": {
+      const note = element(doc, "div", "md-footnote");
+      note.append(appendText(element(doc, "span", "md-footnote-label"), doc, `[${node.label ?? node.identifier}] `));
+      return appendAll(note, node, context, depth + 1, false);
     }
     default:
-      return doc.createTextNode("");
+      // A node type this renderer does not know (a future GFM construct) still shows its text.
+      return doc.createTextNode(plainText(node));
   }
 }
 
-function link(doc, href, children) {
-  const a = element(doc, "a", children);
-  a.href = href; // only ever an absolute http(s)/mailto URL (safeUrl)
-  a.rel = "noopener noreferrer nofollow";
-  a.target = "_blank";
+function appendText(parent, doc, text) {
+  parent.append(doc.createTextNode(text));
+  return parent;
+}
+
+function plainText(node) {
+  if (typeof node.value === "string") return node.value;
+  if (typeof node.alt === "string") return node.alt;
+  return (node.children ?? []).map(plainText).join("");
+}
+
+function list(node, context, depth) {
+  const doc = context.doc;
+  const tag = doc.createElement(node.ordered ? "ol" : "ul");
+  if (node.ordered && node.start !== null && node.start !== undefined && node.start !== 1) {
+    tag.setAttribute("start", String(node.start));
+  }
+  // As CommonMark's HTML: a list is loose when it or any of its items is spread (blank lines between
+  // blocks); a tight list shows its paragraphs without paragraph spacing.
+  const loose = node.spread === true || node.children.some((item) => item.spread === true);
+  for (const item of node.children) {
+    const li = doc.createElement("li");
+    if (item.checked === true || item.checked === false) {
+      const box = appendText(element(doc, "span", "md-task"), doc, item.checked ? "☑ " : "☐ ");
+      box.setAttribute("role", "img");
+      box.setAttribute("aria-label", item.checked ? "done" : "not done");
+      li.append(box);
+    }
+    appendAll(li, item, context, depth + 1, !loose);
+    tag.append(li);
+  }
+  return tag;
+}
+
+function codeBlock(node, doc) {
+  const code = doc.createElement("code");
+  const lang = (node.lang ?? "").trim();
+  if (lang !== "") {
+    code.setAttribute("class", `language-${lang}`);
+    code.setAttribute("data-lang", lang);
+  }
+  // The block's lines each end with a newline, as in CommonMark's HTML (and in what a copy button copies).
+  const text = node.value === "" ? "" : `${node.value}\n`;
+  const known = LANGUAGE.test(lang) && lowlight.registered(lang.toLowerCase());
+  if (known && text.length <= MAX_HIGHLIGHT_CHARS) {
+    appendTokens(code, lowlight.highlight(lang.toLowerCase(), text).children, doc);
+  } else if (text !== "") {
+    code.append(doc.createTextNode(text));
+  }
+  const pre = doc.createElement("pre");
+  pre.setAttribute("tabindex", "0"); // a long line scrolls sideways: the keyboard must reach it too
+  pre.append(code);
+  return pre;
+}
+
+/** lowlight's tree (hast: spans with highlight.js token classes, and text) as DOM nodes. */
+function appendTokens(parent, nodes, doc) {
+  for (const node of nodes) {
+    if (node.type === "text") {
+      parent.append(doc.createTextNode(node.value));
+    } else if (node.type === "element") {
+      // Class names come from highlight.js's grammars, never from the text; kept to the token-name shape.
+      const names = (node.properties?.className ?? []).filter((name) => /^[\w-]{1,40}$/.test(name));
+      const span = element(doc, "span", names.length > 0 ? names.join(" ") : null);
+      appendTokens(span, node.children ?? [], doc);
+      parent.append(span);
+    }
+  }
+}
+
+function link(node, target, context, depth) {
+  const href = safeUrl(target.url);
+  if (href === null) return container("span", node, context, depth);
+  const a = linkAttributes(container("a", node, context, depth), href);
+  if (target.title) a.setAttribute("title", target.title);
   return a;
+}
+
+function linkAttributes(a, href) {
+  a.setAttribute("href", href); // only ever an absolute http(s)/mailto URL (safeUrl)
+  a.setAttribute("rel", "noopener noreferrer nofollow");
+  a.setAttribute("target", "_blank");
+  return a;
+}
+
+function image(alt, url, doc) {
+  const label = `[image: ${alt || "untitled"}]`;
+  const href = url === null ? null : safeUrl(url);
+  if (href === null) return appendText(element(doc, "span", "md-image"), doc, label);
+  return linkAttributes(appendText(element(doc, "a", "md-image"), doc, label), href);
+}
+
+function table(node, context, depth) {
+  const doc = context.doc;
+  const align = node.align ?? [];
+  const [head, ...rows] = node.children;
+  const row = (tableRow, cellTag) => {
+    const tr = doc.createElement("tr");
+    tableRow.children.forEach((cell, k) => {
+      const td = appendAll(element(doc, cellTag, align[k] ? `align-${align[k]}` : null), cell, context, depth + 2, false);
+      tr.append(td);
+    });
+    return tr;
+  };
+  const thead = doc.createElement("thead");
+  thead.append(row(head, "th"));
+  const tableNode = doc.createElement("table");
+  tableNode.append(thead);
+  if (rows.length > 0) {
+    const tbody = doc.createElement("tbody");
+    for (const tableRow of rows) tbody.append(row(tableRow, "td"));
+    tableNode.append(tbody);
+  }
+  const scroll = element(doc, "div", "table-scroll");
+  scroll.setAttribute("tabindex", "0"); // a wide table scrolls sideways: the keyboard must reach it too
+  scroll.append(tableNode);
+  return scroll;
 }

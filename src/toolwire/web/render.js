@@ -8,7 +8,7 @@
 // titles) enters the page as text nodes or through markdown.js, which builds elements only: no HTML
 // string is ever parsed, and no attribute is taken from data except links that passed markdown.safeUrl.
 
-import { renderMarkdown } from "./markdown.js";
+import { updateMarkdown } from "./markdown.js";
 import { CardStatus, stepFromRow } from "./reducer.js";
 import { cardsOf, conversationItems } from "./selectors.js";
 
@@ -326,7 +326,7 @@ export class ConversationView {
 
   drawMarkdown(node, text) {
     if (!node.firstChild) {
-      node.replaceChildren(renderMarkdown(text));
+      updateMarkdown(node, text);
       return;
     }
     this.pendingText.set(node, text);
@@ -334,7 +334,7 @@ export class ConversationView {
       this.frame = requestAnimationFrame(() => {
         this.frame = null;
         const stick = this.nearBottom();
-        for (const [target, latest] of this.pendingText) target.replaceChildren(renderMarkdown(latest));
+        for (const [target, latest] of this.pendingText) updateMarkdown(target, latest);
         this.pendingText.clear();
         if (stick) this.scrollToEnd();
       });
