@@ -27,8 +27,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["UTCDateTime", "api_tokens", "described_by_metadata", "approvals", "chats", "messages", "metadata", "resume_claims",
-           "run_tool_calls", "runs", "users"]
+__all__ = ["UTCDateTime", "api_tokens", "approvals", "chats", "described_by_metadata", "messages", "metadata",
+           "resume_claims", "run_tool_calls", "runs", "users"]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
