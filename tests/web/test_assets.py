@@ -17,7 +17,8 @@ def test_everything_the_page_loads_is_served() -> None:
     loaded = re.findall(r'(?:src|href)="static/([^"]+)"', page)
     assert sorted(loaded) == ["app.js", "style.css"]
     imported = {name for module in MODULES for name in re.findall(r'from "\./([^"]+)"', module.read_text())}
-    assert imported == {"api.js", "markdown.js", "reducer.js", "render.js", "selectors.js", "session.js", "sse.js"}
+    assert imported == {"api.js", "markdown.js", "reducer.js", "render.js", "search.js", "selectors.js", "session.js",
+                        "sse.js"}
     for name in [*loaded, *imported]:
         asset = static_file(name)
         assert asset is not None, name
