@@ -73,9 +73,10 @@ def _phrase(value: str) -> str:
     return '"' + value.replace('"', '""') + '"'
 
 
-def _fts_match(column: str, owner: str, words: list[str]) -> str:
+def _fts_match(owner: str, words: list[str]) -> str:
     body = " AND ".join(f"{_phrase(word)}*" for word in words)
-    return f"owner : {_phrase(owner)} AND {column} : ({body})"
+    # The owner column holds the hex of the user's id (migration 0002): one word, upper- or lower-case alike.
+    return f"owner : {owner.encode().hex()} AND body : ({body})"
 
 
 async def search_chats(conn: AsyncConnection, user_id: str, query: str, *, limit: int, offset: int) -> list[SearchHit]:
@@ -85,14 +86,12 @@ async def search_chats(conn: AsyncConnection, user_id: str, query: str, *, limit
         return []
     params: dict[str, Any] = {"user_id": user_id, "limit": limit, "offset": offset}
     if conn.dialect.name == "sqlite":
-        params["message_match"] = _fts_match("body", user_id, words)
-        params["title_match"] = _fts_match("body", user_id, words)
+        params["match"] = _fts_match(user_id, words)
         hits = """
-            SELECT m.chat_id AS chat_id, max(m.sequence_number) AS sequence_number
-            FROM search_messages AS s JOIN messages AS m ON m.id = s.message_id
-            WHERE search_messages MATCH :message_match GROUP BY m.chat_id
+            SELECT chat_id, max(seq) AS sequence_number FROM search_messages
+            WHERE search_messages MATCH :match GROUP BY chat_id
             UNION ALL
-            SELECT t.chat_id, NULL FROM search_titles AS t WHERE search_titles MATCH :title_match
+            SELECT chat_id, NULL FROM search_titles WHERE search_titles MATCH :match
         """
     else:
         params["tsquery"] = " & ".join(f"{word}:*" for word in words)

@@ -26,44 +26,50 @@ _SQLITE_TEXT = """(SELECT group_concat(json_extract(p.value, '$.text'), char(10)
                    WHERE json_extract(p.value, '$.type') = 'text')"""
 
 _SQLITE = [
-    # owner and chat_id are indexed words (ids split into words by the tokeniser): a query names its owner,
-    # a deleted chat's rows are found through its id. message_id joins back to the row.
-    "CREATE VIRTUAL TABLE search_messages USING fts5(body, owner, chat_id, message_id UNINDEXED, "
-    "tokenize = 'unicode61 remove_diacritics 2')",
-    "CREATE VIRTUAL TABLE search_titles USING fts5(body, owner, chat_id, "
+    # owner and chat_key are the hex of the user's and the chat's ids: one indexed word each (ids hold
+    # punctuation the tokeniser would split on, and a phrase of common pieces such as "user" is slow to match),
+    # so a query reads only its owner's part of the index and a deleted chat's rows are found by its key.
+    # chat_id, message_id and seq (the row's sequence number) are stored, not indexed: the results are built from
+    # them without reading the rows that did not make the page.
+    "CREATE VIRTUAL TABLE search_messages USING fts5(body, owner, chat_key, chat_id UNINDEXED, "
+    "message_id UNINDEXED, seq UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE search_titles USING fts5(body, owner, chat_key, chat_id UNINDEXED, "
     "tokenize = 'unicode61 remove_diacritics 2')",
     f"""CREATE TRIGGER search_messages_insert AFTER INSERT ON messages BEGIN
-        INSERT INTO search_messages (body, owner, chat_id, message_id)
-        SELECT body, owner, new.chat_id, new.id
+        INSERT INTO search_messages (body, owner, chat_key, chat_id, message_id, seq)
+        SELECT body, hex(owner), hex(new.chat_id), new.chat_id, new.id, new.sequence_number
         FROM (SELECT {_SQLITE_TEXT.format(row='new')} AS body, c.user_id AS owner FROM chats AS c
               WHERE c.id = new.chat_id)
         WHERE body IS NOT NULL;
     END""",
-    # Rows are deleted with their chat only; the chat's trigger removes its index rows through the indexed id
+    # Rows are deleted with their chat only; the chat's trigger removes its index rows through its key
     # (not rowids: VACUUM may renumber the rowids of a table without an INTEGER PRIMARY KEY).
     """CREATE TRIGGER search_chats_delete AFTER DELETE ON chats BEGIN
         DELETE FROM search_messages WHERE rowid IN (
-            SELECT rowid FROM search_messages WHERE search_messages MATCH 'chat_id : "' || old.id || '"')
+            SELECT rowid FROM search_messages WHERE search_messages MATCH 'chat_key : ' || hex(old.id))
             AND chat_id = old.id;
         DELETE FROM search_titles WHERE rowid IN (
-            SELECT rowid FROM search_titles WHERE search_titles MATCH 'chat_id : "' || old.id || '"')
+            SELECT rowid FROM search_titles WHERE search_titles MATCH 'chat_key : ' || hex(old.id))
             AND chat_id = old.id;
     END""",
     """CREATE TRIGGER search_chats_insert AFTER INSERT ON chats WHEN new.title != '' BEGIN
-        INSERT INTO search_titles (body, owner, chat_id) VALUES (new.title, new.user_id, new.id);
+        INSERT INTO search_titles (body, owner, chat_key, chat_id)
+        VALUES (new.title, hex(new.user_id), hex(new.id), new.id);
     END""",
     """CREATE TRIGGER search_chats_rename AFTER UPDATE OF title ON chats WHEN new.title != old.title BEGIN
         DELETE FROM search_titles WHERE rowid IN (
-            SELECT rowid FROM search_titles WHERE search_titles MATCH 'chat_id : "' || old.id || '"')
+            SELECT rowid FROM search_titles WHERE search_titles MATCH 'chat_key : ' || hex(old.id))
             AND chat_id = old.id;
-        INSERT INTO search_titles (body, owner, chat_id) SELECT new.title, new.user_id, new.id WHERE new.title != '';
+        INSERT INTO search_titles (body, owner, chat_key, chat_id)
+        SELECT new.title, hex(new.user_id), hex(new.id), new.id WHERE new.title != '';
     END""",
-    f"""INSERT INTO search_messages (body, owner, chat_id, message_id)
-        SELECT body, owner, chat_id, id
-        FROM (SELECT {_SQLITE_TEXT.format(row='r')} AS body, c.user_id AS owner, r.chat_id, r.id
+    f"""INSERT INTO search_messages (body, owner, chat_key, chat_id, message_id, seq)
+        SELECT body, hex(owner), hex(chat_id), chat_id, id, sequence_number
+        FROM (SELECT {_SQLITE_TEXT.format(row='r')} AS body, c.user_id AS owner, r.chat_id, r.id, r.sequence_number
               FROM messages AS r JOIN chats AS c ON c.id = r.chat_id)
         WHERE body IS NOT NULL""",
-    "INSERT INTO search_titles (body, owner, chat_id) SELECT title, user_id, id FROM chats WHERE title != ''",
+    "INSERT INTO search_titles (body, owner, chat_key, chat_id) "
+    "SELECT title, hex(user_id), hex(id), id FROM chats WHERE title != ''",
 ]
 
 _POSTGRES = [
