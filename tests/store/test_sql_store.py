@@ -28,7 +28,7 @@ from toolwire.store import (
     hash_token,
 )
 from toolwire.store._records import new_id, utc_now
-from toolwire.store._schema import api_tokens, metadata, runs
+from toolwire.store._schema import api_tokens, described_by_metadata, metadata, runs
 from toolwire.testing import ScriptedModel, ToolCall
 
 pytestmark = pytest.mark.anyio
@@ -77,10 +77,11 @@ async def test_is_a_store_and_a_chat_memory(store: SQLStore) -> None:
 
 async def test_migrations_create_exactly_the_declared_schema(store: SQLStore) -> None:
     async with store.engine.connect() as conn:
-        diff = await conn.run_sync(lambda sync: compare_metadata(MigrationContext.configure(sync), metadata))
+        diff = await conn.run_sync(lambda sync: compare_metadata(
+            MigrationContext.configure(sync, opts={"include_name": described_by_metadata}), metadata))
         version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar_one()
     assert diff == []
-    assert version == "0001_initial"
+    assert version == "0002_search"
 
 
 async def test_opening_twice_migrates_once(db_url: str) -> None:

@@ -64,6 +64,7 @@ from .routes import (
     openapi,
     post_message,
     readyz,
+    search_chats,
     stream,
     update_chat,
 )
@@ -240,6 +241,7 @@ def create_app(
         Route("/api/me", me, methods=["GET"]),
         Route("/api/chats", create_chat, methods=["POST"]),
         Route("/api/chats", list_chats, methods=["GET"]),
+        Route("/api/search", search_chats, methods=["GET"]),
         Route(chat, get_chat, methods=["GET"]),
         Route(chat, update_chat, methods=["PATCH"]),
         Route(chat, delete_chat, methods=["DELETE"]),

@@ -140,6 +140,42 @@ async def list_chats(request: Request) -> Response:
     return _json({"chats": [_chat_json(c) for c in await server.store.list_chats(user.id)]})
 
 
+_SEARCH_PAGE = 20
+_MAX_SEARCH_PAGE = 50
+_MAX_SEARCH_OFFSET = 1_000  # fifty pages: further than anyone reads, and the offset bounds the database's work
+_MAX_QUERY_CHARS = 200
+
+
+async def search_chats(request: Request) -> Response:
+    """The caller's chats whose title or messages have every word of `q`, newest first, a page at a time."""
+    server, user = await _caller(request, query=("q", "limit", "cursor"))
+    query = request.query_params.get("q", "")
+    if not query.strip():
+        raise ApiError(400, "invalid_query", "Say what to search for in the `q` query parameter.")
+    if len(query) > _MAX_QUERY_CHARS:
+        raise ApiError(400, "invalid_query", f"The search is longer than {_MAX_QUERY_CHARS} characters; shorten it.")
+    limit = _page_number(request, "limit", _SEARCH_PAGE, 1, _MAX_SEARCH_PAGE)
+    # The cursor is the number of results already returned: opaque to clients, but plain to read here.
+    offset = _page_number(request, "cursor", 0, 0, _MAX_SEARCH_OFFSET)
+    # One more than asked, to know whether another page follows without counting every match.
+    hits = await server.store.search_chats(user.id, query, limit=limit + 1, offset=offset)
+    more = len(hits) > limit and offset + limit < _MAX_SEARCH_OFFSET
+    return _json({"results": [{"chat": _chat_json(hit.chat), "message_id": hit.message_id,
+                               "sequence_number": hit.sequence_number, "snippet": hit.snippet}
+                              for hit in hits[:limit]],
+                  "next_cursor": str(offset + limit) if more else None})
+
+
+def _page_number(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and low <= int(raw) <= high):
+        raise ApiError(400, "invalid_query", f"`{name}` must be a whole number from {low} to {high}; "
+                                             f"{raw[:20]!r} is not.")
+    return int(raw)
+
+
 async def get_chat(request: Request) -> Response:
     server, user = await _caller(request)
     chat = await _chat(request, server, user)

@@ -344,6 +344,28 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                        body="DecisionsIn", parameters=[chat_id]),
         },
     }
+    schemas["SearchResults"] = {
+        "type": "object", "required": ["results", "next_cursor"],
+        "properties": {"results": {"type": "array", "items": {
+            "type": "object", "required": ["chat", "message_id", "sequence_number", "snippet"],
+            "description": "A matching chat, with its newest matching message (null when only the title matches) "
+                           "and about 160 characters of plain text around the first matching word.",
+            "properties": {"chat": {"$ref": _REF.format(model="Chat")}, "message_id": {"type": ["string", "null"]},
+                           "sequence_number": {"type": ["integer", "null"], "minimum": 1},
+                           "snippet": {"type": "string"}}}},
+            "next_cursor": {"type": ["string", "null"], "description": "Pass as `cursor` for the next page."}},
+    }
+    paths["/api/search"] = {"get": op(
+        "Search the caller's chats: every word of `q` (as a word prefix, case ignored) in the title or in one "
+        "message's text; newest first", {
+            "200": _json(_REF.format(model="SearchResults")),
+            "400": _error_response("`q` is empty or too long, `limit` or `cursor` is not a number in range, or "
+                                   "another query parameter was given.")},
+        parameters=[{"name": "q", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1,
+                                                                               "maxLength": 200}},
+                    {"name": "limit", "in": "query", "required": False,
+                     "schema": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20}},
+                    {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}}])}
     paths.update(_protocol_paths(op, schemas, chat_id, run_started))
     plain = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
     paths["/api/me"] = {"get": op("Who this API token belongs to (the user's name)", {"200": {

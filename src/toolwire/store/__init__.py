@@ -42,6 +42,7 @@ from ._records import (
     new_id as new_id,
 )
 from ._recovery import INTERRUPTED as INTERRUPTED
+from ._search import SearchHit as SearchHit
 from .sql import SQLStore as SQLStore, hash_token as hash_token
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "RunStatus",
     "RunSummary",
     "SQLStore",
+    "SearchHit",
     "Store",
     "StoreError",
     "StoreUnavailable",

@@ -37,6 +37,7 @@ from ._records import (
     RunSummary,
     User,
 )
+from ._search import SearchHit
 
 __all__ = [
     "ApprovalDecided",
@@ -149,6 +150,11 @@ class Store(ChatMemory, Protocol):
         ...
 
     async def rename_chat(self, user_id: str, chat_id: str, title: str) -> Chat | None: ...
+
+    async def search_chats(self, user_id: str, query: str, *, limit: int = 20, offset: int = 0) -> list[SearchHit]:
+        """The user's chats whose title or message text has every word of `query` (as a word prefix), most
+        recently updated first, each with its newest matching message and a snippet."""
+        ...
 
     async def delete_chat(self, user_id: str, chat_id: str) -> bool:
         """Delete the chat with its messages, runs and approvals."""

@@ -27,8 +27,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["UTCDateTime", "api_tokens", "approvals", "chats", "messages", "metadata", "resume_claims",
-           "run_tool_calls", "runs", "users"]
+__all__ = ["UTCDateTime", "api_tokens", "approvals", "chats", "described_by_metadata", "messages", "metadata",
+           "resume_claims", "run_tool_calls", "runs", "users"]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -164,3 +164,9 @@ resume_claims = Table(
     Column("conversation_id", String(200), nullable=True),
     Column("claimed_at", UTCDateTime(), nullable=False),
 )
+
+
+def described_by_metadata(name: str | None, type_: str, parent_names: object) -> bool:
+    """False for the search index (migration 0002's FTS5 tables with their shadow tables, and expression
+    indexes): no `Table` here describes them, so schema comparisons (Alembic's `include_name`) leave them out."""
+    return not (name or "").startswith(("search_", "ix_search_"))

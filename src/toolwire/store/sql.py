@@ -80,6 +80,7 @@ from ._records import (
 )
 from ._recovery import interrupted_round, rows_for
 from ._schema import api_tokens, approvals, chats, messages, resume_claims, run_tool_calls, runs, users
+from ._search import SearchHit, search_chats
 
 __all__ = ["DEFAULT_USER", "SQLStore", "hash_token"]
 
@@ -363,6 +364,11 @@ class SQLStore:
             row = (await conn.execute(update(chats).where(chats.c.id == chat_id, chats.c.user_id == user_id)
                                       .values(title=title, updated_at=utc_now()).returning(*chats.c))).first()
         return _chat(row) if row is not None else None
+
+    @_shielded
+    async def search_chats(self, user_id: str, query: str, *, limit: int = 20, offset: int = 0) -> list[SearchHit]:
+        async with self._read_one() as conn:
+            return await search_chats(conn, user_id, query, limit=limit, offset=offset)
 
     @_shielded
     async def delete_chat(self, user_id: str, chat_id: str) -> bool:

@@ -79,6 +79,11 @@ export class Api {
     return this.json("GET", "api/chats");
   }
 
+  /** The signed-in person's chats matching `query`: `{results: [{chat, message_id, sequence_number, snippet}], next_cursor}`. */
+  searchChats(query, { cursor = null, signal } = {}) {
+    return this.json("GET", "api/search", { query: { q: query, cursor }, signal });
+  }
+
   createChat(title) {
     return this.json("POST", "api/chats", { body: title ? { title } : {} });
   }

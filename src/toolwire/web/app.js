@@ -12,6 +12,7 @@
 
 import { Api, ApiError } from "./api.js";
 import { ConversationView } from "./render.js";
+import { ChatSearch } from "./search.js";
 import { activeRun, pendingApprovals } from "./selectors.js";
 import { ChatSession, describe } from "./session.js";
 
@@ -49,7 +50,7 @@ class App {
       sidebar: $("sidebar"), menu: $("menu"), newChat: $("new-chat"), chatList: $("chat-list"), listMessage: $("list-message"),
       title: $("chat-title"), connection: $("connection"), conversation: $("conversation"), empty: $("empty"),
       signedIn: $("signed-in"), switchBox: $("switch"), switchMessage: $("switch-message"), switchYes: $("switch-yes"),
-      switchNo: $("switch-no"),
+      switchNo: $("switch-no"), search: $("search"), searchResults: $("search-results"), searchStatus: $("search-status"),
       composer: $("composer"), message: $("message"), send: $("send"), stop: $("stop"), composerHint: $("composer-hint"),
     };
     this.api = null;
@@ -91,6 +92,7 @@ class App {
     this.ui.login.hidden = true;
     this.ui.app.hidden = false;
     this.ui.signedIn.textContent = "";
+    this.search.clear(); // another person's results must not stay on screen
     this.who = this.showWho(this.api);
     this.refreshChats();
     this.route();
@@ -179,6 +181,11 @@ class App {
     ui.switchNo.addEventListener("click", () => {
       ui.switchBox.hidden = true;
       ui.message.focus();
+    });
+    this.search = new ChatSearch({ doc: this.doc, input: ui.search, results: ui.searchResults, list: ui.chatList,
+      status: ui.searchStatus, api: () => this.api, onError: (error) => this.fail(error, ui.searchStatus) });
+    ui.searchResults.addEventListener("click", (event) => {
+      if (event.target.closest(".chat-link")) this.toggleSidebar(false);
     });
     ui.newChat.addEventListener("click", () => this.newChat());
     ui.menu.addEventListener("click", () => this.toggleSidebar());

@@ -9,7 +9,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, engine_from_config, pool
 
-from toolwire.store._schema import metadata
+from toolwire.store._schema import described_by_metadata, metadata
 
 
 def _run(connection: Connection) -> None:
@@ -19,6 +19,7 @@ def _run(connection: Connection) -> None:
         # SQLite alters tables by copying them; batch mode does that for later migrations.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=described_by_metadata,
     )
     with context.begin_transaction():
         context.run_migrations()
