@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, event, exc as sa_exc, text
+from sqlalchemy import Connection, Engine, create_engine, event, exc as sa_exc, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..exceptions import ToolwireError, UserError
 
 __all__ = ["MIGRATIONS", "POSTGRES_POOL", "WRITE_OPTION", "StoreHealth", "StoreUnavailable", "create_engine_for",
-           "normalize_url", "redacted_url", "unavailable", "upgrade_schema", "watch_health"]
+           "create_sqlite_writer", "normalize_url", "redacted_url", "unavailable", "upgrade_schema", "watch_health"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -189,8 +189,21 @@ def create_engine_for(url: URL, **kwargs: Any) -> AsyncEngine:
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
-    sync_engine = engine.sync_engine
+    _set_up_sqlite(engine.sync_engine)
+    return engine
 
+
+def create_sqlite_writer(url: URL, **kwargs: Any) -> Engine:
+    """The synchronous engine of a SQLite store's writer: one `sqlite3` connection, used by one thread at a time
+    (the writer's batches never overlap), so a whole batch is one hop to a worker thread (see `_writer.py`)."""
+    engine = create_engine(url.set(drivername="sqlite"), pool_size=1, max_overflow=0,
+                           connect_args={"timeout": 30, "check_same_thread": False},
+                           execution_options={WRITE_OPTION: True}, **kwargs)
+    _set_up_sqlite(engine)
+    return engine
+
+
+def _set_up_sqlite(sync_engine: Engine) -> None:
     @event.listens_for(sync_engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         # SQLAlchemy emits BEGIN itself (below); the driver must not.
@@ -204,8 +217,6 @@ def create_engine_for(url: URL, **kwargs: Any) -> AsyncEngine:
     def _begin(conn: Connection) -> None:
         write = conn.get_execution_options().get(WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-    return engine
 
 
 def upgrade_schema(connection: Connection) -> None:
