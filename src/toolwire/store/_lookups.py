@@ -92,6 +92,8 @@ class Lookups(Generic[_K, _V]):
 
     def _store(self, key: _K, value: object) -> None:
         self._clock += 1
+        if self.seconds <= 0:  # caching off
+            return
         self._items[key] = (value, time.monotonic() + self.seconds, self._clock)
         self._items.move_to_end(key)
         while len(self._items) > self._entries:

@@ -25,6 +25,7 @@ call behaved before. So a cancelled caller never leaves a batch half-resolved or
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
@@ -85,8 +86,12 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
                 return
             transaction.rollback()
         except BaseException:
-            if transaction.is_active:
-                transaction.rollback()
+            # An outage, or a failed COMMIT: the connection may still hold half a transaction (SQLAlchemy believes
+            # a failed commit ended it, and the pool then skips its rollback), so it is never lent again.
+            with contextlib.suppress(Exception):
+                if transaction.is_active:
+                    transaction.rollback()
+            conn.invalidate()
             raise
         todo.remove(failed)
         for operation in todo:
@@ -115,6 +120,8 @@ class Writer:
         self.batches = 0
         """Batches run (committed or failed) since the store opened: with `operations`, how well writes group."""
         self.operations = 0
+        self.largest = 0
+        """The most operations one batch held."""
 
     async def write(self, function: Callable[[Connection], _T], *,
                     after_commit: Callable[[_T], None] | None = None) -> _T:
@@ -145,6 +152,7 @@ class Writer:
         batch = [self._queue.popleft() for _ in range(count)]
         self.batches += 1
         self.operations += count
+        self.largest = max(self.largest, count)
         try:
             await self._run(batch)
         except BaseException as exc:
@@ -177,9 +185,11 @@ class Writer:
 def _batch_error(error: Exception) -> Exception:
     """Each caller's own exception for a failure of its whole batch (one exception object raised in many
     tasks would collect all their tracebacks)."""
+    copy: Exception
     if unavailable(error):
-        return StoreUnavailable(f"The database did not answer or refused to write ({describe_outage(error)}); "
-                                "try again in a moment.").with_traceback(None)
-    copy = RuntimeError(f"The write batch failed: {error!r}")
+        copy = StoreUnavailable(f"The database did not answer or refused to write ({describe_outage(error)}); "
+                                "try again in a moment.")
+    else:
+        copy = RuntimeError(f"The write batch failed: {error!r}")
     copy.__cause__ = error
     return copy

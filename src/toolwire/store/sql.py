@@ -49,7 +49,7 @@ from ._engine import (
     upgrade_schema,
     watch_health,
 )
-from ._lookups import Lookups
+from ._lookups import LOOKUP_CACHE_SECONDS, Lookups
 from ._protocol import ApprovalsIncomplete
 from ._records import (
     Approval,
@@ -126,10 +126,13 @@ class SQLStore:
         migrate: bring the schema up to date when opened (the default); `False` expects it current.
         engine_options: passed to SQLAlchemy's `create_async_engine` (pool sizes, echo...).
         write_batch: the most write operations committed in one transaction (`WRITE_BATCH`, 64).
+        lookup_seconds: how long a token or chat lookup is cached (`LOOKUP_CACHE_SECONDS`, 1 s): the longest
+            another process's revocation, rename or deletion takes to be seen here; 0 turns the caches off.
     """
 
     def __init__(self, url: str | URL = "toolwire.db", *, migrate: bool = True,
-                 engine_options: Mapping[str, Any] | None = None, write_batch: int = WRITE_BATCH) -> None:
+                 engine_options: Mapping[str, Any] | None = None, write_batch: int = WRITE_BATCH,
+                 lookup_seconds: float = LOOKUP_CACHE_SECONDS) -> None:
         self.url = normalize_url(url)
         self._migrate = migrate
         self._engine_options = dict(engine_options or {})
@@ -144,8 +147,8 @@ class SQLStore:
         self.writer = Writer(self._run_batch, self.health, batch_size=write_batch)
         """The store's one writer (group commit, see `_writer.py`); `writer.batches` counts its transactions."""
         self._thread_limiter = anyio.CapacityLimiter(1)
-        self._tokens: Lookups[str, User] = Lookups()
-        self._chats: Lookups[str, Chat] = Lookups()
+        self._tokens: Lookups[str, User] = Lookups(lookup_seconds)
+        self._chats: Lookups[str, Chat] = Lookups(lookup_seconds)
 
     def __repr__(self) -> str:
         return f"SQLStore({redacted_url(self.url)!r})"
