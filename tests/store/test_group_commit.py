@@ -244,3 +244,33 @@ async def test_an_outage_fails_each_caller_of_the_batch_with_its_own_error(tmp_p
         await store.create_chat(user.id, chat_id="after")
         assert store.health.write_error is None
         assert [c.id for c in await store.list_chats(user.id)] == ["after"]
+
+
+async def test_a_batch_that_postgres_aborts_to_break_a_deadlock_runs_again(db_url: str) -> None:
+    """Two replicas' batches lock two chats in opposite orders: PostgreSQL aborts one, whose batch runs again."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer at a time: its batches cannot deadlock")
+    async with SQLStore(db_url) as first, SQLStore(db_url, migrate=False) as second:
+        user = await first.ensure_user("alice")
+        x, y = (await first.create_chat(user.id, "x")).id, (await first.create_chat(user.id, "y")).id
+
+        def cross(one: str, other: str) -> Any:
+            def operation(conn: Connection) -> str:
+                conn.execute(text("UPDATE chats SET title = title || '+' WHERE id = :id"), {"id": one})
+                conn.execute(text("SELECT pg_sleep(0.3)"))
+                conn.execute(text("UPDATE chats SET title = title || '+' WHERE id = :id"), {"id": other})
+                return one
+            return operation
+
+        results: list[str] = []
+
+        async def write(store: SQLStore, one: str, other: str) -> None:
+            results.append(await store.writer.write(cross(one, other)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write, first, x, y)
+            tg.start_soon(write, second, y, x)
+        assert sorted(results) == sorted([x, y])
+        async with first.engine.connect() as conn:
+            titles = dict((await conn.execute(text("SELECT id, title FROM chats"))).all())
+        assert titles == {x: "x++", y: "y++"}

@@ -69,6 +69,7 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
     """Run `batch` in one transaction on `conn` and commit it (synchronous: on the writer's thread, or in
     `run_sync`). An operation that raises is left out and the rest run again; an outage is raised."""
     todo = list(batch)
+    deadlocks = 0
     while todo:
         failed: Operation[Any] | None = None
         transaction = conn.begin()
@@ -77,11 +78,16 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
                 try:
                     operation.value = operation.function(conn)
                 except Exception as exc:
+                    if deadlocked(exc) and deadlocks < _DEADLOCK_RETRIES:
+                        # Another process's batch locked the same rows in the other order and PostgreSQL chose
+                        # this transaction to abort: no operation is at fault, the whole batch runs again.
+                        deadlocks += 1
+                        break
                     if unavailable(exc):
                         raise
                     operation.error, failed = exc, operation
                     break
-            if failed is None:
+            else:
                 transaction.commit()
                 return
             transaction.rollback()
@@ -93,9 +99,27 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
                     transaction.rollback()
             conn.invalidate()
             raise
-        todo.remove(failed)
+        if failed is not None:
+            todo.remove(failed)
         for operation in todo:
             operation.value = None
+
+
+_DEADLOCK_RETRIES = 5
+_DEADLOCK_STATES = ("40P01", "40001")
+"""PostgreSQL's deadlock_detected and serialization_failure: the transaction lost a race and may run again."""
+
+
+def deadlocked(error: BaseException) -> bool:
+    """Whether `error` is PostgreSQL aborting the transaction to break a deadlock (or a serialization failure)."""
+    seen: BaseException | None = error
+    for _ in range(4):
+        if seen is None:
+            return False
+        if getattr(seen, "sqlstate", None) in _DEADLOCK_STATES or getattr(seen, "pgcode", None) in _DEADLOCK_STATES:
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
 
 
 class Writer:
