@@ -4,7 +4,8 @@
   their async driver (aiosqlite, asyncpg).
 - SQLite: WAL (readers never block the writer), foreign keys on, a busy timeout, and transactions
   begun by SQLAlchemy: `BEGIN IMMEDIATE` for writes, so two writers queue for the lock at the start
-  instead of failing halfway with "database is locked"; plain `BEGIN` for reads.
+  instead of failing halfway with "database is locked"; plain `BEGIN` for reads. Reads go through
+  aiosqlite; the store's writer has a synchronous `sqlite3` engine of its own (`create_sqlite_writer`).
 - Migrations: Alembic, with the scripts shipped inside this package, run when a store opens. On
   PostgreSQL an advisory lock makes concurrent start-ups of several servers migrate once.
 - PostgreSQL's connection pool: `POSTGRES_POOL`.
@@ -28,13 +29,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..exceptions import ToolwireError, UserError
 
-__all__ = ["MIGRATIONS", "POSTGRES_POOL", "WRITE_OPTION", "StoreHealth", "StoreUnavailable", "create_engine_for",
-           "create_sqlite_writer", "normalize_url", "redacted_url", "unavailable", "upgrade_schema", "watch_health"]
+__all__ = ["MIGRATIONS", "POSTGRES_POOL", "SINGLE_READ_OPTION", "WRITE_OPTION", "StoreHealth", "StoreUnavailable",
+           "create_engine_for", "create_sqlite_writer", "normalize_url", "redacted_url", "unavailable",
+           "upgrade_schema", "watch_health"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 WRITE_OPTION = "toolwire_write"
 """Execution option marking a connection that will write (SQLite then begins `IMMEDIATE`)."""
+
+SINGLE_READ_OPTION = "toolwire_single_read"
+"""Execution option marking a connection lent for one SELECT: SQLite then sends no `BEGIN` (the statement is
+its own transaction, one snapshot anyway), which spares a round trip to aiosqlite's thread per lookup."""
 
 POSTGRES_POOL: dict[str, Any] = {"pool_size": 20, "max_overflow": 20, "pool_pre_ping": False, "pool_recycle": 1800,
                                  "pool_timeout": 30, "connect_args": {"timeout": 5, "command_timeout": 15}}
@@ -215,8 +221,10 @@ def _set_up_sqlite(sync_engine: Engine) -> None:
 
     @event.listens_for(sync_engine, "begin")
     def _begin(conn: Connection) -> None:
-        write = conn.get_execution_options().get(WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        options = conn.get_execution_options()
+        if options.get(SINGLE_READ_OPTION, False):
+            return
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION, False) else "BEGIN")
 
 
 def upgrade_schema(connection: Connection) -> None:

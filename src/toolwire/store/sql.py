@@ -4,11 +4,15 @@
         agent = Agent("openai:gpt-4.1-mini", memory=store)          # a ChatMemory, as it is
         await agent.run("Hi!", conversation_id="chat-1")
 
-Every write is one transaction. Sequence and run numbers are taken by incrementing the chat's counter
-in the transaction that inserts the rows (`UPDATE chats ... RETURNING`): PostgreSQL locks the chat
-row until commit, SQLite takes its write lock at `BEGIN IMMEDIATE`, so concurrent writers queue and
-numbers have no gaps or duplicates. Inside one process SQLite writers also queue on a lock of their
-own, which is fairer and cheaper than SQLite's busy-wait.
+Writes go through the store's one writer (`_writer.py`, group commit): each write is an operation
+(`_writes.py`) queued and committed with the others queued at the same time, in one transaction; an awaited
+write has committed when it returns, and an operation that fails fails alone. Sequence and run numbers are
+taken by incrementing the chat's counter in the transaction that inserts the rows (`UPDATE chats ...
+RETURNING`): PostgreSQL locks the chat row until commit, SQLite takes its write lock at `BEGIN IMMEDIATE`, so
+writers of several processes queue and numbers have no gaps or duplicates.
+
+`user_for_token` and `get_chat` are cached (`_lookups.py`): exact inside the process, at most
+`LOOKUP_CACHE_SECONDS` stale for another process's changes (docs/guides/store-writes.md).
 
 Store calls are shielded from cancellation: a cancelled caller waits for the transaction to commit or
 roll back, so a connection is never abandoned halfway through one.
@@ -37,6 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..messages import Message, ToolCallPart, ToolResultPart
 from ._engine import (
+    SINGLE_READ_OPTION,
     WRITE_OPTION,
     StoreHealth,
     StoreUnavailable,
@@ -265,10 +270,11 @@ class SQLStore:
     async def _read_one(self) -> AsyncIterator[AsyncConnection]:
         """A connection for one SELECT: on PostgreSQL in autocommit, since one statement is its own snapshot
         anyway, and the `BEGIN` and `ROLLBACK` around it were two of the three round trips of every lookup
-        (each round trip costs the server process a system call or two, which adds up under load)."""
+        (each round trip costs the server process a system call or two, which adds up under load); on SQLite
+        without a `BEGIN`, for the same reason (`SINGLE_READ_OPTION`)."""
         if self._read_engine is None:
             async with self.engine.connect() as conn:
-                yield conn
+                yield await conn.execution_options(**{SINGLE_READ_OPTION: True})
         else:
             async with self._read_engine.connect() as conn:
                 yield conn
