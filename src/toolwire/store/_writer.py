@@ -26,6 +26,7 @@ call behaved before. So a cancelled caller never leaves a batch half-resolved or
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
@@ -38,6 +39,8 @@ from ._engine import StoreHealth, StoreUnavailable, describe_outage, unavailable
 __all__ = ["WRITE_BATCH", "Operation", "Writer", "run_batch"]
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger("toolwire.store")
 
 WRITE_BATCH = 64
 """The most operations committed in one transaction. A batch holds SQLite's write lock (or PostgreSQL's row
@@ -200,8 +203,8 @@ class Writer:
             if committed and operation.error is None and operation.after_commit is not None:
                 try:
                     operation.after_commit(operation.value)
-                except Exception as exc:  # a cache update must not fail a committed write; it is a bug though
-                    operation.error = exc
+                except Exception:  # the write is committed whatever a cache update does; a bug to log, not to raise
+                    logger.exception("Updating the store's caches after a commit failed")
             operation.finished = True
             operation.woken.set()
 
