@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import anyio
 import pytest
 from sqlalchemy import event
 
@@ -16,10 +15,6 @@ from toolwire.store import SQLStore
 from toolwire.store._lookups import LOOKUP_CACHE_SECONDS, Lookups
 
 pytestmark = pytest.mark.anyio
-
-BOUND = 0.3
-"""The staleness bound the cross-process tests run with (shorter than the default, to keep them quick)."""
-
 
 @contextmanager
 def counting_reads(store: SQLStore) -> Iterator[list[int]]:
@@ -93,8 +88,11 @@ async def test_writes_keep_the_cached_chat_current(store: SQLStore) -> None:
     assert (stored.title, stored.run_count, stored.last_sequence) == ("Hello there", 1, 2)
 
 
-async def test_another_process_s_revocation_is_seen_within_the_bound(db_url: str) -> None:
-    async with SQLStore(db_url, lookup_seconds=BOUND) as here, SQLStore(db_url, migrate=False) as there:
+async def test_another_process_s_revocation_is_seen_within_the_bound(db_url: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr("toolwire.store._lookups._now", lambda: clock[0])
+    async with SQLStore(db_url) as here, SQLStore(db_url, migrate=False) as there:
         user = await here.ensure_user("alice")
         await here.add_token(user.id, "token-a")
         chat = await here.create_chat(user.id, "a chat")
@@ -102,11 +100,12 @@ async def test_another_process_s_revocation_is_seen_within_the_bound(db_url: str
         assert await here.get_chat(user.id, chat.id) == chat
         assert await there.revoke_token("token-a")
         assert await there.delete_chat(user.id, chat.id)
-        # Cached here: still answered (this is the staleness the bound allows) ...
+        # Cached here: still answered just before the bound (the staleness it allows) ...
+        clock[0] += LOOKUP_CACHE_SECONDS * 0.9
         assert await here.user_for_token("token-a") == user
         assert await here.get_chat(user.id, chat.id) == chat
-        await anyio.sleep(BOUND * 1.5)
-        # ... and no longer once the bound has passed.
+        # ... and no longer once it has passed.
+        clock[0] += LOOKUP_CACHE_SECONDS * 0.2
         assert await here.user_for_token("token-a") is None
         assert await here.get_chat(user.id, chat.id) is None
 

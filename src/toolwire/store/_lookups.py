@@ -33,6 +33,9 @@ LOOKUP_CACHE_ENTRIES = 10_000
 """Entries each cache keeps (the least recently used go first): about 10 MB at most, far more than the
 chats and tokens that are busy within one `LOOKUP_CACHE_SECONDS`."""
 
+_now = time.monotonic
+"""The cache's clock (a test moves it instead of sleeping)."""
+
 _GONE = object()
 """A tombstone: the key changed (or was deleted) here; older fills are refused until it expires."""
 
@@ -57,7 +60,7 @@ class Lookups(Generic[_K, _V]):
         if found is None:
             return None
         value, expires, _ = found
-        if time.monotonic() >= expires:
+        if _now() >= expires:
             self._drop(key)
             return None
         if value is _GONE:
@@ -94,7 +97,7 @@ class Lookups(Generic[_K, _V]):
         self._clock += 1
         if self.seconds <= 0:  # caching off
             return
-        self._items[key] = (value, time.monotonic() + self.seconds, self._clock)
+        self._items[key] = (value, _now() + self.seconds, self._clock)
         self._items.move_to_end(key)
         while len(self._items) > self._entries:
             self._drop(next(iter(self._items)))
