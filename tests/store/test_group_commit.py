@@ -274,3 +274,37 @@ async def test_a_batch_that_postgres_aborts_to_break_a_deadlock_runs_again(db_ur
         async with first.engine.connect() as conn:
             titles = dict((await conn.execute(text("SELECT id, title FROM chats"))).all())
         assert titles == {x: "x++", y: "y++"}
+
+
+async def test_the_writer_itself_survives_callers_cancelled_while_queued_or_leading(store: SQLStore) -> None:
+    """As above, through `writer.write` directly, without the store methods' own shield: a cancelled caller
+    (the leader among them) neither loses its write nor leaves the lead with nobody."""
+    from toolwire.store._records import utc_now
+
+    def add_user(name: str) -> Any:
+        def operation(conn: Connection) -> str:
+            conn.execute(insert(users).values(id=f"id-{name}", name=name, created_at=utc_now()))
+            return name
+        return operation
+
+    returned: list[str] = []
+    scopes: dict[int, anyio.CancelScope] = {}
+
+    async def write(index: int) -> None:
+        with anyio.CancelScope() as scope:
+            scopes[index] = scope
+            returned.append(await store.writer.write(add_user(f"u{index}")))
+
+    with slow_commits(store, 0.02):
+        async with anyio.create_task_group() as tg:
+            for index in range(30):
+                tg.start_soon(write, index)
+            await anyio.sleep(0.01)
+            for index in range(0, 30, 2):
+                scopes[index].cancel()
+    with anyio.fail_after(30):  # a writer left without a leader would hang here
+        assert await store.writer.write(add_user("after")) == "after"
+    async with store.engine.connect() as conn:
+        names = set((await conn.execute(text("SELECT name FROM users"))).scalars())
+    assert names == {f"u{index}" for index in range(30)} | {"after"}
+    assert set(returned) >= {f"u{index}" for index in range(1, 30, 2)}
