@@ -123,10 +123,9 @@ class UsageBudget:
     The lock is a thread lock held for a few additions only, so runs on different threads or event loops
     (`run_sync`) may share a budget too.
 
-    Args:
-        requests, tool_calls, input_tokens, output_tokens, total_tokens, request_input_tokens: As for
-            `UsageLimits`, counted over every run that uses the budget.
-        name: Names the budget in errors (`"team-a"`).
+    `requests`, `tool_calls`, `input_tokens`, `output_tokens`, `total_tokens` and `request_input_tokens` are
+    as for `UsageLimits`, counted over every run that uses the budget; `name` names the budget in errors
+    (`"team-a"`).
     """
 
     def __init__(

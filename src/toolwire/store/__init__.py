@@ -37,12 +37,12 @@ from ._records import (
     RunStart as RunStart,
     RunStatus as RunStatus,
     RunSummary as RunSummary,
+    SearchHit as SearchHit,
     User as User,
     iso as iso,
     new_id as new_id,
 )
 from ._recovery import INTERRUPTED as INTERRUPTED
-from ._search import SearchHit as SearchHit
 from .sql import SQLStore as SQLStore, hash_token as hash_token
 
 __all__ = [

@@ -4,7 +4,8 @@
   their async driver (aiosqlite, asyncpg).
 - SQLite: WAL (readers never block the writer), foreign keys on, a busy timeout, and transactions
   begun by SQLAlchemy: `BEGIN IMMEDIATE` for writes, so two writers queue for the lock at the start
-  instead of failing halfway with "database is locked"; plain `BEGIN` for reads.
+  instead of failing halfway with "database is locked"; plain `BEGIN` for reads. Reads go through
+  aiosqlite; the store's writer has a synchronous `sqlite3` engine of its own (`create_sqlite_writer`).
 - Migrations: Alembic, with the scripts shipped inside this package, run when a store opens. On
   PostgreSQL an advisory lock makes concurrent start-ups of several servers migrate once.
 - PostgreSQL's connection pool: `POSTGRES_POOL`.
@@ -22,20 +23,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, event, exc as sa_exc, text
+from sqlalchemy import Connection, Engine, create_engine, event, exc as sa_exc, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .._install import install_hint
 from ..exceptions import ToolwireError, UserError
 
-__all__ = ["MIGRATIONS", "POSTGRES_POOL", "WRITE_OPTION", "StoreHealth", "StoreUnavailable", "create_engine_for",
-           "normalize_url", "redacted_url", "unavailable", "upgrade_schema", "watch_health"]
+__all__ = ["MIGRATIONS", "POSTGRES_POOL", "SINGLE_READ_OPTION", "WRITE_OPTION", "StoreHealth", "StoreUnavailable",
+           "create_engine_for", "create_sqlite_writer", "normalize_url", "redacted_url", "unavailable",
+           "upgrade_schema", "watch_health"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 WRITE_OPTION = "toolwire_write"
 """Execution option marking a connection that will write (SQLite then begins `IMMEDIATE`)."""
+
+SINGLE_READ_OPTION = "toolwire_single_read"
+"""Execution option marking a connection lent for one SELECT: SQLite then sends no `BEGIN` (the statement is
+its own transaction, one snapshot anyway), which spares a round trip to aiosqlite's thread per lookup."""
 
 POSTGRES_POOL: dict[str, Any] = {"pool_size": 20, "max_overflow": 20, "pool_pre_ping": False, "pool_recycle": 1800,
                                  "pool_timeout": 30, "connect_args": {"timeout": 5, "command_timeout": 15}}
@@ -190,8 +196,21 @@ def create_engine_for(url: URL, **kwargs: Any) -> AsyncEngine:
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
-    sync_engine = engine.sync_engine
+    _set_up_sqlite(engine.sync_engine)
+    return engine
 
+
+def create_sqlite_writer(url: URL, **kwargs: Any) -> Engine:
+    """The synchronous engine of a SQLite store's writer: one `sqlite3` connection, used by one thread at a time
+    (the writer's batches never overlap), so a whole batch is one hop to a worker thread (see `_writer.py`)."""
+    engine = create_engine(url.set(drivername="sqlite"), pool_size=1, max_overflow=0,
+                           connect_args={"timeout": 30, "check_same_thread": False},
+                           execution_options={WRITE_OPTION: True}, **kwargs)
+    _set_up_sqlite(engine)
+    return engine
+
+
+def _set_up_sqlite(sync_engine: Engine) -> None:
     @event.listens_for(sync_engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         # SQLAlchemy emits BEGIN itself (below); the driver must not.
@@ -203,10 +222,10 @@ def create_engine_for(url: URL, **kwargs: Any) -> AsyncEngine:
 
     @event.listens_for(sync_engine, "begin")
     def _begin(conn: Connection) -> None:
-        write = conn.get_execution_options().get(WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-    return engine
+        options = conn.get_execution_options()
+        if options.get(SINGLE_READ_OPTION, False):
+            return
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION, False) else "BEGIN")
 
 
 def upgrade_schema(connection: Connection) -> None:

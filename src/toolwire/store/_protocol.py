@@ -35,9 +35,9 @@ from ._records import (
     RunStart,
     RunStatus,
     RunSummary,
+    SearchHit,
     User,
 )
-from ._search import SearchHit
 
 __all__ = [
     "ApprovalDecided",

@@ -31,6 +31,7 @@ __all__ = [
     "RunStart",
     "RunStatus",
     "RunSummary",
+    "SearchHit",
     "User",
     "iso",
     "new_id",
@@ -209,3 +210,13 @@ class Recovered:
 def iso(value: datetime) -> str:
     """ISO 8601 in UTC with a `Z` (what the JSON API shows)."""
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchHit:
+    """A chat that matches: the newest matching message (None when only its title matches)."""
+
+    chat: Chat
+    message_id: str | None
+    sequence_number: int | None
+    snippet: str

@@ -20,17 +20,17 @@ around the first matching word (built here from that message, the same on both d
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ._records import Chat
+from ._records import SearchHit
 from ._schema import UTCDateTime
+from ._writes import chat_from
 
-__all__ = ["MAX_QUERY_WORDS", "SearchHit", "query_words", "search_chats"]
+__all__ = ["MAX_QUERY_WORDS", "query_words", "search_chats"]
 
 MAX_QUERY_WORDS = 8
 """Words of a query beyond this are ignored: each one is another index lookup, and eight say enough."""
@@ -45,16 +45,6 @@ _WORD = re.compile(r"[^\W_]+")
 _PG_MESSAGE_TEXT = ("to_tsvector('simple'::regconfig, jsonb_path_query_array(m.message_json::jsonb, "
                     "'strict $[*].parts[*] ? (@.type == \"text\").text'::jsonpath))")
 _PG_TITLE_TEXT = "to_tsvector('simple'::regconfig, c.title)"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SearchHit:
-    """A chat that matches: the newest matching message (None when only its title matches)."""
-
-    chat: Chat
-    message_id: str | None
-    sequence_number: int | None
-    snippet: str
 
 
 def query_words(query: str) -> list[str]:
@@ -113,11 +103,10 @@ async def search_chats(conn: AsyncConnection, user_id: str, query: str, *, limit
         ORDER BY c.updated_at DESC, c.id DESC
         LIMIT :limit OFFSET :offset
     """).columns(created_at=UTCDateTime(), updated_at=UTCDateTime())
-    from .sql import _chat  # the one place rows become Chat records
 
     results = []
     for row in await conn.execute(page, params):
-        chat = _chat(row)
+        chat = chat_from(row)
         source = _message_text(row.message_json) if row.message_json is not None else chat.title
         results.append(SearchHit(chat=chat, message_id=row.message_id, sequence_number=row.sequence_number,
                                  snippet=snippet(source, words)))

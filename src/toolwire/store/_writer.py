@@ -1,0 +1,222 @@
+"""Group commit: one writer per store takes the queued write operations and commits them in one transaction.
+
+A write operation is a plain synchronous function of a SQLAlchemy `Connection` (it runs statements and
+returns a value). `Writer.write(operation)` queues it and returns its value once the transaction that ran it
+has committed, so an awaited write is durable when it returns, as before. There is no background task: the
+first caller that finds no batch in flight leads; it takes up to `WRITE_BATCH` queued operations, runs them
+in one transaction, commits, resolves their callers in order, and hands the lead to the oldest caller still
+waiting (so no caller leads for long). Callers that arrive meanwhile only queue: nobody waits on a lock
+across round trips, and a batch of any size costs one `BEGIN` and one `COMMIT`.
+
+Where a batch runs (`Writer(run_batch)`): on SQLite in one worker-thread hop per batch, on a synchronous
+`sqlite3` connection of the writer's own (the whole transaction happens in the thread; see `sql.py`); on
+PostgreSQL on an asyncpg connection through `AsyncConnection.run_sync`, one round trip per statement.
+
+Failures. An operation that raises (a refusal such as `RunConflict`, a constraint) fails alone: the
+transaction is rolled back and the batch is run again without it, so the others commit and it gets its own
+exception (no savepoint per operation, which would add two statements to each). An outage (`unavailable`:
+the database away, a disk refusing writes) or a failed commit fails the whole batch: each of its callers gets
+its own `StoreUnavailable` and retries as it would have (the runner does, see `server/runner.py`).
+
+Cancellation. A caller is shielded while its operation is queued or running: it is written (or refused)
+whatever happens to the caller, and the caller's cancellation takes effect once it returns, as every store
+call behaved before. So a cancelled caller never leaves a batch half-resolved or the lead with nobody.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+import anyio
+from sqlalchemy import Connection
+
+from ._engine import StoreHealth, StoreUnavailable, describe_outage, unavailable
+
+__all__ = ["WRITE_BATCH", "Operation", "Writer", "run_batch"]
+
+_T = TypeVar("_T")
+
+logger = logging.getLogger("toolwire.store")
+
+WRITE_BATCH = 64
+"""The most operations committed in one transaction. A batch holds SQLite's write lock (or PostgreSQL's row
+locks) for as long as its statements take, about 0.1 ms each on SQLite, so 64 operations (~200 statements)
+keep it to a few ms while a turn boundary of hundreds of chats still commits in a handful of transactions."""
+
+
+class Operation(Generic[_T]):
+    """One queued write: its function, then its value or its error once its batch is over."""
+
+    __slots__ = ("after_commit", "error", "finished", "function", "value", "woken")
+
+    def __init__(self, function: Callable[[Connection], _T], after_commit: Callable[[_T], None] | None) -> None:
+        self.function = function
+        self.after_commit = after_commit
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.finished = False
+        self.woken = anyio.Event()
+
+    def outcome(self) -> _T:
+        if self.error is not None:
+            raise self.error
+        result: _T = self.value
+        return result
+
+
+def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
+    """Run `batch` in one transaction on `conn` and commit it (synchronous: on the writer's thread, or in
+    `run_sync`). An operation that raises is left out and the rest run again; an outage is raised."""
+    todo = list(batch)
+    deadlocks = 0
+    while todo:
+        failed: Operation[Any] | None = None
+        transaction = conn.begin()
+        try:
+            for operation in todo:
+                try:
+                    operation.value = operation.function(conn)
+                except Exception as exc:
+                    if deadlocked(exc) and deadlocks < _DEADLOCK_RETRIES:
+                        # Another process's batch locked the same rows in the other order and PostgreSQL chose
+                        # this transaction to abort: no operation is at fault, the whole batch runs again.
+                        deadlocks += 1
+                        break
+                    if unavailable(exc):
+                        raise
+                    operation.error, failed = exc, operation
+                    break
+            else:
+                transaction.commit()
+                return
+            transaction.rollback()
+        except BaseException:
+            # An outage, or a failed COMMIT: the connection may still hold half a transaction (SQLAlchemy believes
+            # a failed commit ended it, and the pool then skips its rollback), so it is never lent again.
+            with contextlib.suppress(Exception):
+                if transaction.is_active:
+                    transaction.rollback()
+            conn.invalidate()
+            raise
+        if failed is not None:
+            todo.remove(failed)
+        for operation in todo:
+            operation.value = None
+
+
+_DEADLOCK_RETRIES = 5
+_DEADLOCK_STATES = ("40P01", "40001")
+"""PostgreSQL's deadlock_detected and serialization_failure: the transaction lost a race and may run again."""
+
+
+def deadlocked(error: BaseException) -> bool:
+    """Whether `error` is PostgreSQL aborting the transaction to break a deadlock (or a serialization failure)."""
+    seen: BaseException | None = error
+    for _ in range(4):
+        if seen is None:
+            return False
+        if getattr(seen, "sqlstate", None) in _DEADLOCK_STATES or getattr(seen, "pgcode", None) in _DEADLOCK_STATES:
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
+
+
+class Writer:
+    """The store's one writer (see the module docstring).
+
+    Args:
+        run: runs a batch (`run_batch` on a connection of the writer's, however it reaches one) and returns
+            when it committed, or raises.
+        health: told of outages and of the first success after one (`/readyz`).
+        batch_size: the most operations in one transaction (`WRITE_BATCH`).
+    """
+
+    def __init__(self, run: Callable[[Sequence[Operation[Any]]], Awaitable[None]], health: StoreHealth, *,
+                 batch_size: int = WRITE_BATCH) -> None:
+        if batch_size < 1:
+            raise ValueError("A write batch holds at least one operation.")
+        self._run = run
+        self._health = health
+        self.batch_size = batch_size
+        self._queue: deque[Operation[Any]] = deque()
+        self._leading = False
+        self.batches = 0
+        """Batches run (committed or failed) since the store opened: with `operations`, how well writes group."""
+        self.operations = 0
+        self.largest = 0
+        """The most operations one batch held."""
+
+    async def write(self, function: Callable[[Connection], _T], *,
+                    after_commit: Callable[[_T], None] | None = None) -> _T:
+        """Run `function` in the next batch; its value once committed, or its own exception.
+
+        `after_commit(value)` runs right after the commit, before any later batch, in the batch's order (the
+        store's caches are updated there, so they never go back in time)."""
+        operation = Operation(function, after_commit)
+        self._queue.append(operation)
+        with anyio.CancelScope(shield=True):
+            if self._leading:
+                await operation.woken.wait()  # resolved, or handed the lead
+            else:
+                self._leading = True
+            if not operation.finished:
+                try:
+                    while not operation.finished:
+                        await self._next_batch()
+                finally:
+                    if self._queue:
+                        self._queue[0].woken.set()  # the oldest waiter leads next; `_leading` stays set
+                    else:
+                        self._leading = False
+        return operation.outcome()
+
+    async def _next_batch(self) -> None:
+        count = min(self.batch_size, len(self._queue))
+        batch = [self._queue.popleft() for _ in range(count)]
+        self.batches += 1
+        self.operations += count
+        self.largest = max(self.largest, count)
+        try:
+            await self._run(batch)
+        except BaseException as exc:
+            outage = isinstance(exc, Exception) and unavailable(exc)
+            if outage:
+                self._health.failed(exc, write=True)
+            for operation in batch:
+                if operation.error is None or outage:
+                    operation.error = _batch_error(exc) if isinstance(exc, Exception) else exc
+            self._resolve(batch, committed=False)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        if self._health.write_error is not None:
+            self._health.succeeded(write=True)
+        self._resolve(batch, committed=True)
+
+    @staticmethod
+    def _resolve(batch: Sequence[Operation[Any]], *, committed: bool) -> None:
+        for operation in batch:
+            if committed and operation.error is None and operation.after_commit is not None:
+                try:
+                    operation.after_commit(operation.value)
+                except Exception:  # the write is committed whatever a cache update does; a bug to log, not to raise
+                    logger.exception("Updating the store's caches after a commit failed")
+            operation.finished = True
+            operation.woken.set()
+
+
+def _batch_error(error: Exception) -> Exception:
+    """Each caller's own exception for a failure of its whole batch (one exception object raised in many
+    tasks would collect all their tracebacks)."""
+    copy: Exception
+    if unavailable(error):
+        copy = StoreUnavailable(f"The database did not answer or refused to write ({describe_outage(error)}); "
+                                "try again in a moment.")
+    else:
+        copy = RuntimeError(f"The write batch failed: {error!r}")
+    copy.__cause__ = error
+    return copy

@@ -1,0 +1,463 @@
+"""The store's write operations: synchronous functions of a `Connection`, run by the writer in its batches.
+
+Every function here runs inside a transaction it does not own (the writer's batch, see `_writer.py`): it
+runs its statements and returns a value, or raises to be left out of the batch (whatever it did is rolled
+back with the batch's first attempt). None of them commits, sleeps or awaits.
+
+The statements a chat runs for every event of a run (the journal, the round's rows, the run's end) are built
+once per store (`Writes`), with bound parameters, so SQLAlchemy finds them compiled in its cache at once; the
+others are built when called, as they are rare.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter
+from sqlalchemy import Connection, Row, bindparam, case, delete, func, insert, select, update
+
+from ..messages import Message, ToolCallPart, ToolResultPart, dump_messages, load_messages
+from ._protocol import (
+    ApprovalDecided,
+    ApprovalNotFound,
+    ApprovalsIncomplete,
+    ChatIdTaken,
+    ChatNotFound,
+    IdempotencyConflict,
+    NotPaused,
+    RunConflict,
+)
+from ._records import (
+    ACTIVE_STATUSES,
+    Approval,
+    ApprovalStatus,
+    Chat,
+    Decision,
+    MessageKind,
+    MessageRow,
+    PausedRun,
+    Recovered,
+    Resumption,
+    Run,
+    RunStart,
+    RunStatus,
+    User,
+    new_id,
+    utc_now,
+)
+from ._recovery import interrupted_round
+from ._schema import UTCDateTime, api_tokens, approvals, chats, messages, resume_claims, run_tool_calls, runs, users
+
+__all__ = ["DEFAULT_USER", "Earlier", "Writes", "approval_from", "chat_from", "message_row_from", "run_from"]
+
+DEFAULT_USER = "local"
+"""The user owning conversations created through `ChatMemory.append` (library use, no server)."""
+
+call_adapter: TypeAdapter[ToolCallPart] = TypeAdapter(ToolCallPart)
+result_adapter: TypeAdapter[ToolResultPart] = TypeAdapter(ToolResultPart)
+
+
+class Earlier(Exception):
+    """Leaves `start_run` (its batch runs again without it) with the run an earlier identical request started."""
+
+    def __init__(self, start: RunStart) -> None:
+        super().__init__()
+        self.start = start
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _loads(text: str | None) -> Any:
+    return orjson.loads(text) if text else None
+
+
+def chat_from(row: Row[Any]) -> Chat:
+    return Chat(id=row.id, user_id=row.user_id, title=row.title, created_at=row.created_at,
+                updated_at=row.updated_at, last_sequence=row.last_sequence, run_count=row.run_count)
+
+
+def message_row_from(row: Row[Any]) -> MessageRow:
+    return MessageRow(id=row.id, chat_id=row.chat_id, sequence_number=row.sequence_number, kind=row.kind,
+                      role=row.role, run_id=row.run_id, created_at=row.created_at, message_json=row.message_json,
+                      client_message_id=row.client_message_id)
+
+
+def run_from(row: Row[Any]) -> Run:
+    return Run(id=row.id, chat_id=row.chat_id, run_number=row.run_number, status=row.status,
+               resumed_from=row.resumed_from, client_message_id=row.client_message_id,
+               usage=_loads(row.usage_json), error=_loads(row.error_json), steps=row.steps,
+               event_count=row.event_count, created_at=row.created_at, finished_at=row.finished_at,
+               lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at)
+
+
+def approval_from(row: Row[Any]) -> Approval:
+    return Approval(id=row.id, run_id=row.run_id, chat_id=row.chat_id, call=call_adapter.validate_json(row.call_json),
+                    status=row.status, reason=row.reason, created_at=row.created_at, decided_at=row.decided_at)
+
+
+def run_conflict(run: Run) -> RunConflict:
+    if run.status == "paused":
+        return RunConflict("This chat's run is paused until its tool calls are approved or denied; decide them "
+                           "(POST /api/chats/{id}/approvals) before sending a new message.", run=run)
+    return RunConflict(f"This chat already has a run in progress ({run.id}); wait for it to finish, follow it at "
+                       "GET /api/chats/{id}/stream, or cancel it, before sending a new message.", run=run)
+
+
+_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message")]
+"""What `run_from` reads (a run's saved state can be large and stays behind)."""
+
+_NOW = bindparam("b_now", type_=UTCDateTime())
+
+# -- the statements of every run, built once -----------------------------------------------------------------
+_RECORD_STEP = (update(runs).where(runs.c.id == bindparam("b_run"), runs.c.status == "running")
+                .values(step_message=bindparam("b_message")))
+_TAKE_SEQUENCE = (update(chats).where(chats.c.id == bindparam("b_chat"))
+                  .values(last_sequence=chats.c.last_sequence + bindparam("b_count"), updated_at=_NOW)
+                  .returning(*chats.c))
+_START_VALUES: dict[str, Any] = {"run_count": chats.c.run_count + 1, "last_sequence": chats.c.last_sequence + 1,
+                                 "updated_at": _NOW}
+_START = update(chats).where(chats.c.id == bindparam("b_chat")).values(**_START_VALUES).returning(*chats.c)
+_START_TITLED = (update(chats).where(chats.c.id == bindparam("b_chat"))
+                 .values(**_START_VALUES, title=case((chats.c.title == "", bindparam("b_title")), else_=chats.c.title))
+                 .returning(*chats.c))
+_START_FOUND = select(
+    select(messages.c.id).where(messages.c.chat_id == bindparam("b_chat"),
+                                messages.c.client_message_id == bindparam("b_client"))
+    .scalar_subquery().label("earlier"),
+    select(runs.c.id).where(runs.c.chat_id == bindparam("b_chat"), runs.c.status.in_(ACTIVE_STATUSES)).limit(1)
+    .scalar_subquery().label("active"))
+_INSERT_RUN = insert(runs)
+_INSERT_MESSAGE = insert(messages)
+_CLOSE_RUN = (update(runs).where(runs.c.id == bindparam("b_run"), runs.c.status == "running").values(
+    status=bindparam("b_status"), usage_json=bindparam("b_usage"), error_json=bindparam("b_error"),
+    steps=bindparam("b_steps"), event_count=bindparam("b_events"), paused_state=bindparam("b_state"),
+    step_message=None, finished_at=_NOW, lease_owner=None, lease_expires_at=None))
+_FORGET_JOURNAL = delete(run_tool_calls).where(run_tool_calls.c.run_id == bindparam("b_run"))
+_RUN_BY_ID = select(runs).where(runs.c.id == bindparam("b_run"))
+
+
+class Writes:
+    """The write operations of a store on one database (see the module docstring)."""
+
+    def __init__(self, dialect: str) -> None:
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        dialect_insert: Any = sqlite.insert if dialect == "sqlite" else postgresql.insert
+        self._insert = dialect_insert
+        calls = dialect_insert(run_tool_calls)
+        self._record_call = calls.on_conflict_do_nothing(index_elements=["run_id", "call_id"])
+        self._record_result = calls.on_conflict_do_update(index_elements=["run_id", "call_id"],
+                                                          set_={"result_json": calls.excluded.result_json})
+
+    # -- users and tokens --------------------------------------------------------------------
+
+    def ensure_user(self, conn: Connection, name: str) -> User:
+        conn.execute(self._insert(users).values(id=new_id("user"), name=name, created_at=utc_now())
+                     .on_conflict_do_nothing(index_elements=["name"]))
+        row = conn.execute(select(users.c.id, users.c.name).where(users.c.name == name)).one()
+        return User(id=row.id, name=row.name)
+
+    def upsert_token(self, conn: Connection, user_id: str, token_hash: str, source: str) -> None:
+        stmt = self._insert(api_tokens).values(id=new_id("tok"), user_id=user_id, token_hash=token_hash,
+                                               source=source, created_at=utc_now(), revoked_at=None)
+        conn.execute(stmt.on_conflict_do_update(index_elements=["token_hash"],
+                                                set_={"user_id": user_id, "source": source, "revoked_at": None}))
+
+    def replace_tokens(self, conn: Connection, hashes: Mapping[str, Sequence[str]], source: str) -> None:
+        kept: list[str] = []
+        for name, user_hashes in hashes.items():
+            user = self.ensure_user(conn, name)
+            for token_hash in user_hashes:
+                kept.append(token_hash)
+                self.upsert_token(conn, user.id, token_hash, source)
+        conn.execute(update(api_tokens)
+                     .where(api_tokens.c.source == source, api_tokens.c.revoked_at.is_(None),
+                            api_tokens.c.token_hash.not_in(kept))
+                     .values(revoked_at=utc_now()))
+
+    @staticmethod
+    def revoke_token(conn: Connection, token_hash: str) -> bool:
+        result = conn.execute(update(api_tokens).where(api_tokens.c.token_hash == token_hash,
+                                                       api_tokens.c.revoked_at.is_(None))
+                              .values(revoked_at=utc_now()))
+        return bool(result.rowcount == 1)
+
+    # -- chats -------------------------------------------------------------------------------
+
+    def create_chat(self, conn: Connection, chat: Chat) -> Chat:
+        inserted = conn.execute(
+            self._insert(chats).values(id=chat.id, user_id=chat.user_id, title=chat.title, created_at=chat.created_at,
+                                       updated_at=chat.updated_at)
+            .on_conflict_do_nothing(index_elements=["id"]))
+        if inserted.rowcount != 1:
+            raise ChatIdTaken(f"The chat id {chat.id!r} is already taken; choose another id.")
+        return chat
+
+    @staticmethod
+    def rename_chat(conn: Connection, user_id: str, chat_id: str, title: str) -> Chat | None:
+        row = conn.execute(update(chats).where(chats.c.id == chat_id, chats.c.user_id == user_id)
+                           .values(title=title, updated_at=utc_now()).returning(*chats.c)).first()
+        return chat_from(row) if row is not None else None
+
+    @staticmethod
+    def delete_chat(conn: Connection, user_id: str, chat_id: str) -> bool:
+        owned = conn.execute(select(chats.c.id).where(chats.c.id == chat_id, chats.c.user_id == user_id)).first()
+        if owned is None:
+            return False
+        # Children first: SQLite enforces the foreign keys but the order keeps both databases simple.
+        run_ids = select(runs.c.id).where(runs.c.chat_id == chat_id).scalar_subquery()
+        conn.execute(delete(run_tool_calls).where(run_tool_calls.c.run_id.in_(run_ids)))
+        for table in (approvals, messages, runs):
+            conn.execute(delete(table).where(table.c.chat_id == chat_id))
+        conn.execute(delete(chats).where(chats.c.id == chat_id))
+        return True
+
+    # -- messages ----------------------------------------------------------------------------
+
+    @staticmethod
+    def insert_rows(conn: Connection, chat_id: str, groups: Sequence[tuple[MessageKind, list[Message]]], *,
+                    run_id: str | None, client_message_id: str | None = None,
+                    last: int | None = None) -> tuple[list[MessageRow], Chat | None]:
+        """Insert message rows in one statement; `last`: the chat's last sequence number, when the caller has
+        already taken the numbers (with the chat's row locked), else taken here. Returns the rows and, when the
+        numbers were taken here, the chat as it is now."""
+        if not groups:
+            return [], None
+        now = utc_now()
+        chat: Chat | None = None
+        if last is None:
+            row = conn.execute(_TAKE_SEQUENCE, {"b_chat": chat_id, "b_count": len(groups), "b_now": now}).first()
+            if row is None:
+                raise ChatNotFound(f"There is no chat {chat_id!r}; create it before adding messages.")
+            chat = chat_from(row)
+            last = chat.last_sequence
+        first = last - len(groups) + 1
+        rows = [
+            MessageRow(id=new_id("msg"), chat_id=chat_id, sequence_number=first + i, kind=kind,
+                       role="assistant" if kind == "tools_aggregate" else kind, run_id=run_id, created_at=now,
+                       message_json=dump_messages(group).decode(),
+                       client_message_id=client_message_id if i == 0 else None)
+            for i, (kind, group) in enumerate(groups)
+        ]
+        values = [
+            {"id": r.id, "chat_id": chat_id, "sequence_number": r.sequence_number, "role": r.role, "kind": r.kind,
+             "run_id": run_id, "client_message_id": r.client_message_id, "created_at": now,
+             "message_json": r.message_json}
+            for r in rows
+        ]
+        # One statement for the whole round: a multi-row VALUES, not the driver's executemany (a statement each).
+        if len(values) == 1:
+            conn.execute(_INSERT_MESSAGE, values[0])
+        else:
+            conn.execute(_INSERT_MESSAGE.values(values))
+        return rows, chat
+
+    def append(self, conn: Connection, chat_id: str, groups: Sequence[tuple[MessageKind, list[Message]]]) -> None:
+        """`ChatMemory.append`: the rows, and the conversation's chat first if it has none."""
+        if conn.execute(select(chats.c.id).where(chats.c.id == chat_id)).first() is None:
+            user = self.ensure_user(conn, DEFAULT_USER)
+            now = utc_now()
+            conn.execute(insert(chats).values(id=chat_id, user_id=user.id, title="", created_at=now, updated_at=now))
+        self.insert_rows(conn, chat_id, groups, run_id=None)
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def start_run(self, conn: Connection, chat_id: str, user_message: Message, client_message_id: str, owner: str,
+                  lease_seconds: float, title: str | None) -> tuple[RunStart, Chat]:
+        # Four statements: the numbers, the checks, the run and the message (the batch's BEGIN and COMMIT are shared).
+        # The run number and the user message's sequence number in one statement, which also locks the chat's row
+        # (PostgreSQL) until commit: run starts and decisions on one chat happen one after another.
+        params: dict[str, Any] = {"b_chat": chat_id, "b_now": utc_now()}
+        if title:
+            params["b_title"] = title
+        taken = conn.execute(_START_TITLED if title else _START, params).first()
+        if taken is None:
+            raise ChatNotFound(f"There is no chat {chat_id!r}.")
+        found = conn.execute(_START_FOUND, {"b_chat": chat_id, "b_client": client_message_id}).one()
+        if found.earlier is not None:
+            row = message_row_from(conn.execute(select(messages).where(messages.c.id == found.earlier)).one())
+            if row.messages[0].text != user_message.text:
+                raise IdempotencyConflict(
+                    f"client_message_id {client_message_id!r} was already used in this chat for another "
+                    "message; give every new message its own client_message_id.")
+            earlier = self.run_where(conn, runs.c.id == row.run_id)
+            assert earlier is not None
+            raise Earlier(RunStart(run=earlier, user_row=row, created=False))  # rolls the numbers back
+        if found.active is not None:
+            active = self.run_where(conn, runs.c.id == found.active)
+            assert active is not None
+            raise run_conflict(active)  # rolls the numbers (and the title) back
+        chat = chat_from(taken)
+        run = Run(id=new_id("run"), chat_id=chat_id, run_number=chat.run_count, status="running",
+                  client_message_id=client_message_id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds)
+        self.insert_run(conn, run)
+        [row], _ = self.insert_rows(conn, chat_id, [("user", [user_message])], run_id=run.id,
+                                    client_message_id=client_message_id, last=chat.last_sequence)
+        return RunStart(run=run, user_row=row, created=True), chat
+
+    @staticmethod
+    def insert_run(conn: Connection, run: Run, *, step_message: str | None = None) -> None:
+        conn.execute(_INSERT_RUN, {
+            "id": run.id, "chat_id": run.chat_id, "run_number": run.run_number, "status": run.status,
+            "resumed_from": run.resumed_from, "client_message_id": run.client_message_id, "step_message": step_message,
+            "created_at": run.created_at, "lease_owner": run.lease_owner, "lease_expires_at": run.lease_expires_at})
+
+    @staticmethod
+    def run_where(conn: Connection, *conditions: Any) -> Run | None:
+        row = conn.execute(select(*_RUN_COLUMNS).where(*conditions)).first()
+        return run_from(row) if row is not None else None
+
+    @staticmethod
+    def paused(conn: Connection, chat_id: str) -> PausedRun | None:
+        row = conn.execute(select(runs).where(runs.c.chat_id == chat_id, runs.c.status == "paused")).first()
+        if row is None:
+            return None
+        found = conn.execute(select(approvals).where(approvals.c.run_id == row.id).order_by(approvals.c.position))
+        return PausedRun(run=run_from(row), state_json=row.paused_state or "",
+                         approvals=[approval_from(a) for a in found])
+
+    def resume_run(self, conn: Connection, chat_id: str, decisions: Sequence[Decision], owner: str,
+                   lease_seconds: float) -> tuple[Resumption, Chat]:
+        ids = [d.approval_id for d in decisions]
+        # Takes the chat's next run number; this also locks the chat row (PostgreSQL) until the transaction ends,
+        # so run starts and decisions on one chat happen one after another.
+        taken = conn.execute(update(chats).where(chats.c.id == chat_id).values(run_count=chats.c.run_count + 1)
+                             .returning(*chats.c)).first()
+        if taken is None:
+            raise ChatNotFound(f"There is no chat {chat_id!r}.")
+        chat = chat_from(taken)
+        found = {row.id: approval_from(row) for row in conn.execute(
+            select(approvals).where(approvals.c.id.in_(ids), approvals.c.chat_id == chat_id))}
+        for approval_id in ids:
+            if approval_id not in found:
+                raise ApprovalNotFound(f"There is no approval {approval_id!r} in this chat. Use the approval_id "
+                                       "of an approval_required event (or of GET /api/chats/{id}).")
+        for approval in found.values():
+            if approval.status != "pending":
+                raise ApprovalDecided(f"The approval {approval.id!r} was already decided ({approval.status}); "
+                                      "each approval is decided once.")
+        paused = self.paused(conn, chat_id)
+        if paused is None:
+            raise NotPaused("This chat has no run waiting for approvals.")
+        pending = {a.id for a in paused.approvals if a.status == "pending"}
+        missing = pending - set(ids)
+        stale = set(ids) - pending
+        if stale:
+            raise ApprovalDecided(f"The approval {sorted(stale)[0]!r} does not belong to the run waiting now.")
+        if missing:
+            raise ApprovalsIncomplete(
+                f"Decide every pending approval of the paused run in one request; missing: "
+                f"{', '.join(sorted(missing))}.")
+        now = utc_now()
+        decided: dict[str, Approval] = {}
+        for decision in decisions:
+            status: ApprovalStatus = "approved" if decision.approved else "denied"
+            result = conn.execute(
+                update(approvals).where(approvals.c.id == decision.approval_id, approvals.c.status == "pending")
+                .values(status=status, reason=decision.reason, decided_at=now))
+            if result.rowcount != 1:  # decided by another replica a moment ago
+                raise ApprovalDecided(f"The approval {decision.approval_id!r} was already decided.")
+            approval = found[decision.approval_id]
+            decided[approval.call.id] = Approval(
+                id=approval.id, run_id=approval.run_id, chat_id=chat_id, call=approval.call, status=status,
+                reason=decision.reason, created_at=approval.created_at, decided_at=now)
+        moved = conn.execute(update(runs).where(runs.c.id == paused.run.id, runs.c.status == "paused")
+                             .values(status="resumed"))
+        if moved.rowcount != 1:
+            raise ApprovalDecided("The paused run was resumed by another request a moment ago.")
+        run = Run(id=new_id("run"), chat_id=chat_id, run_number=chat.run_count, status="running",
+                  resumed_from=paused.run.id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds)
+        self.insert_run(conn, run)
+        return Resumption(run=run, paused=paused, decisions=decided), chat
+
+    @staticmethod
+    def record_step_message(conn: Connection, run_id: str, message_json: str) -> None:
+        conn.execute(_RECORD_STEP, {"b_run": run_id, "b_message": message_json})
+
+    def record_tool_call(self, conn: Connection, run_id: str, call_id: str, call_json: str, now: datetime) -> None:
+        conn.execute(self._record_call, {"run_id": run_id, "call_id": call_id, "call_json": call_json,
+                                         "created_at": now})
+
+    def record_tool_result(self, conn: Connection, run_id: str, call_id: str, result_json: str,
+                           now: datetime) -> None:
+        conn.execute(self._record_result, {"run_id": run_id, "call_id": call_id, "result_json": result_json,
+                                           "created_at": now})
+
+    def pause_run(self, conn: Connection, run_id: str, state_json: str, pending: Sequence[tuple[str, ToolCallPart]],
+                  usage: Mapping[str, Any] | None, steps: int, event_count: int | None) -> bool:
+        if not self.close_run(conn, run_id, status="paused", usage=usage, error=None, steps=steps,
+                              event_count=event_count, paused_state=state_json):
+            return False
+        now = utc_now()
+        chat_id = conn.execute(select(runs.c.chat_id).where(runs.c.id == run_id)).scalar_one()
+        conn.execute(insert(approvals), [
+            {"id": approval_id, "run_id": run_id, "chat_id": chat_id, "call_id": call.id,
+             "call_json": call_adapter.dump_json(call).decode(), "position": position, "status": "pending",
+             "reason": None, "created_at": now, "decided_at": None}
+            for position, (approval_id, call) in enumerate(pending)
+        ])
+        return True
+
+    @staticmethod
+    def close_run(conn: Connection, run_id: str, *, status: RunStatus, usage: Mapping[str, Any] | None,
+                  error: Mapping[str, Any] | None, steps: int, event_count: int | None,
+                  paused_state: str | None = None) -> bool:
+        result = conn.execute(_CLOSE_RUN, {
+            "b_run": run_id, "b_status": status, "b_usage": _dumps(usage) if usage is not None else None,
+            "b_error": _dumps(error) if error is not None else None, "b_steps": steps, "b_events": event_count,
+            "b_state": paused_state, "b_now": utc_now()})
+        if result.rowcount != 1:
+            return False
+        conn.execute(_FORGET_JOURNAL, {"b_run": run_id})
+        return True
+
+    # -- leases and recovery -----------------------------------------------------------------
+
+    @staticmethod
+    def renew_leases(conn: Connection, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
+        result = conn.execute(update(runs).where(runs.c.id.in_(list(run_ids)), runs.c.lease_owner == owner,
+                                                 runs.c.status == "running")
+                              .values(lease_expires_at=time.time() + lease_seconds))
+        return int(result.rowcount)
+
+    def recover_run(self, conn: Connection, run_id: str, owner: str,
+                    lease_seconds: float) -> tuple[Recovered, Chat | None] | None:
+        now = time.time()
+        claimed = conn.execute(update(runs).where(
+            runs.c.id == run_id, runs.c.status == "running", func.coalesce(runs.c.lease_expires_at, 0.0) < now,
+        ).values(lease_owner=owner, lease_expires_at=now + lease_seconds))
+        if claimed.rowcount != 1:
+            return None
+        row = conn.execute(_RUN_BY_ID, {"b_run": run_id}).one()
+        journal = list(conn.execute(select(run_tool_calls).where(run_tool_calls.c.run_id == run_id)
+                                    .order_by(run_tool_calls.c.created_at)))
+        committed = [r.message_json for r in conn.execute(
+            select(messages.c.message_json).where(messages.c.run_id == run_id, messages.c.kind == "tools_aggregate"))]
+        step_message = Message.from_json(row.step_message) if row.step_message else None
+        round_ = interrupted_round(
+            step_message=step_message,
+            calls=[call_adapter.validate_json(j.call_json) for j in journal if j.call_json],
+            results=[result_adapter.validate_json(j.result_json) for j in journal if j.result_json],
+            committed=[m for text in committed for m in load_messages(text)],
+        )
+        rows, chat = self.insert_rows(conn, row.chat_id, [("tools_aggregate", round_)], run_id=run_id) \
+            if round_ else ([], None)
+        error = {"code": "interrupted", "message": "The server running this run stopped before it finished; its "
+                                                   "finished tool results were kept. Send a new message to go on."}
+        self.close_run(conn, run_id, status="interrupted", usage=_loads(row.usage_json), error=error, steps=row.steps,
+                       event_count=None)
+        run = self.run_where(conn, runs.c.id == run_id)
+        assert run is not None
+        return Recovered(run=run, rows=rows), chat
+
+    def claim_resume(self, conn: Connection, state_id: str, conversation_id: str | None) -> bool:
+        result = conn.execute(self._insert(resume_claims).values(
+            state_id=state_id, conversation_id=conversation_id, claimed_at=utc_now(),
+        ).on_conflict_do_nothing(index_elements=["state_id"]))
+        return bool(result.rowcount == 1)

@@ -1,0 +1,310 @@
+"""The store's writer: concurrent writes share transactions, fail alone, resolve only once committed, and
+survive their callers' cancellation (on SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from sqlalchemy import Connection, event, insert, text
+
+from toolwire.messages import Message
+from toolwire.store import ChatIdTaken, ChatNotFound, RunConflict, SQLStore, StoreUnavailable
+from toolwire.store._schema import users
+
+pytestmark = pytest.mark.anyio
+
+
+def write_engine(store: SQLStore) -> Any:
+    return getattr(store, "write_engine", store.engine.sync_engine)  # (the pool's, before the writer had one)
+
+
+@contextmanager
+def counting_commits(store: SQLStore) -> Iterator[list[int]]:
+    """Counts the write transactions the store commits (a SQLAlchemy listener on the writer's engine)."""
+    commits = [0]
+
+    def on_commit(_conn: Any) -> None:
+        commits[0] += 1
+
+    event.listen(write_engine(store), "commit", on_commit)
+    try:
+        yield commits
+    finally:
+        event.remove(write_engine(store), "commit", on_commit)
+
+
+@contextmanager
+def slow_commits(store: SQLStore, seconds: float) -> Iterator[None]:
+    """Each commit waits `seconds` first: in the writer's thread on SQLite, so the event loop runs meanwhile."""
+
+    def on_commit(_conn: Any) -> None:
+        time.sleep(seconds)
+
+    event.listen(write_engine(store), "commit", on_commit)
+    try:
+        yield
+    finally:
+        event.remove(write_engine(store), "commit", on_commit)
+
+
+def committed_chats(url: str, chat_ids: list[str]) -> int:
+    """How many of the chats another connection sees committed, read synchronously (the event loop stops)."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            marks = ",".join("?" * len(chat_ids))
+            return int(conn.execute(f"SELECT count(*) FROM chats WHERE id IN ({marks})", chat_ids).fetchone()[0])
+    import asyncpg
+
+    async def count() -> int:
+        conn = await asyncpg.connect(url)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM chats WHERE id = ANY($1::text[])", chat_ids))
+        finally:
+            await conn.close()
+
+    found: list[int] = []
+    reader = threading.Thread(target=lambda: found.append(asyncio.run(count())))
+    reader.start()
+    reader.join()
+    return found[0]
+
+
+async def test_concurrent_writes_share_few_commits(store: SQLStore) -> None:
+    user = await store.ensure_user("alice")
+    with counting_commits(store) as commits:
+        async with anyio.create_task_group() as tg:
+            for index in range(100):
+                tg.start_soon(store.create_chat, user.id, f"chat {index}")
+    assert len(await store.list_chats(user.id)) == 100
+    # One transaction each before the writer; now the first write commits alone and the 99 that queued behind it
+    # share two batches (64 at most each).
+    assert commits[0] <= 10, commits[0]
+    assert store.writer.largest <= 64
+
+
+async def test_a_batch_holds_at_most_write_batch_operations(db_url: str) -> None:
+    async with SQLStore(db_url, write_batch=8) as store:
+        user = await store.ensure_user("alice")
+        with counting_commits(store) as commits:
+            async with anyio.create_task_group() as tg:
+                for index in range(40):
+                    tg.start_soon(store.create_chat, user.id, f"chat {index}")
+        assert store.writer.largest == 8
+        assert commits[0] >= 5
+        assert len(await store.list_chats(user.id)) == 40
+
+
+async def test_an_operation_that_fails_in_a_batch_fails_alone(store: SQLStore) -> None:
+    user = await store.ensure_user("alice")
+    busy = await store.create_chat(user.id, "busy")
+    await store.start_run(busy.id, user_message=Message.user("first"), client_message_id="c1", owner="p",
+                          lease_seconds=30)
+    taken = await store.create_chat(user.id, "taken")
+    outcomes: dict[str, object] = {}
+
+    async def attempt(name: str, write: Any) -> None:
+        try:
+            outcomes[name] = await write
+        except Exception as exc:
+            outcomes[name] = exc
+
+    with counting_commits(store) as commits:
+        async with anyio.create_task_group() as tg:
+            for index in range(10):
+                tg.start_soon(attempt, f"new{index}", store.create_chat(user.id, f"new {index}", chat_id=f"new-{index}"))
+            tg.start_soon(attempt, "conflict", store.start_run(
+                busy.id, user_message=Message.user("second"), client_message_id="c2", owner="p", lease_seconds=30))
+            tg.start_soon(attempt, "taken", store.create_chat(user.id, "again", chat_id=taken.id))
+            tg.start_soon(attempt, "missing", store.append_messages("no-such-chat", [Message.user("x")]))
+            for index in range(10, 20):
+                tg.start_soon(attempt, f"new{index}", store.create_chat(user.id, f"new {index}", chat_id=f"new-{index}"))
+    assert isinstance(outcomes["conflict"], RunConflict)
+    assert isinstance(outcomes["taken"], ChatIdTaken)
+    assert isinstance(outcomes["missing"], ChatNotFound)
+    for index in range(20):
+        assert (await store.get_chat(user.id, f"new-{index}")) is not None, outcomes[f"new{index}"]
+    assert commits[0] < 20  # they were batched, and the three failures did not cost the others their batch
+    # The refused start rolled back its numbers and left no message behind.
+    chat = await store.get_chat(user.id, busy.id)
+    assert chat is not None and (chat.run_count, chat.last_sequence) == (1, 1)
+    assert [row.messages[0].text for row in await store.list_messages(busy.id)] == ["first"]
+    assert (await store.get_chat(user.id, taken.id)) == taken
+
+
+async def test_a_failing_operation_leaves_nothing_of_what_it_wrote(store: SQLStore) -> None:
+    """`run_batch` directly: the failing operation had written a row before it raised; the row is gone, the
+    others' rows are there."""
+
+    def add_user(name: str, fail: bool = False) -> Any:
+        def operation(conn: Connection) -> str:
+            conn.execute(insert(users).values(id=f"id-{name}", name=name, created_at=store_now()))
+            if fail:
+                raise ValueError(f"{name} refused after writing")
+            return name
+        return operation
+
+    from toolwire.store._records import utc_now as store_now
+    from toolwire.store._writer import Writer, run_batch
+
+    writer = Writer(store._run_batch, store.health)
+    results = []
+    async with anyio.create_task_group() as tg:
+        async def one(name: str, fail: bool) -> None:
+            try:
+                results.append(await writer.write(add_user(name, fail)))
+            except ValueError as exc:
+                results.append(str(exc))
+        for name, fail in (("a", False), ("b", True), ("c", False), ("d", True), ("e", False)):
+            tg.start_soon(one, name, fail)
+    assert sorted(results) == ["a", "b refused after writing", "c", "d refused after writing", "e"]
+    async with store.engine.connect() as conn:
+        names = sorted((await conn.execute(text("SELECT name FROM users"))).scalars())
+    assert names == ["a", "c", "e"]
+    assert run_batch  # the function the writer runs each batch with
+
+
+async def test_a_caller_is_resolved_only_after_its_commit(store: SQLStore, db_url: str) -> None:
+    user = await store.ensure_user("alice")
+    seen: list[tuple[str, int]] = []
+
+    async def create(index: int) -> None:
+        chat = await store.create_chat(user.id, chat_id=f"chat-{index}")
+        # No await between the return and this read: another connection must already see the commit.
+        seen.append((chat.id, committed_chats(db_url, [chat.id])))
+
+    with slow_commits(store, 0.05):
+        async with anyio.create_task_group() as tg:
+            for index in range(12):
+                tg.start_soon(create, index)
+    assert len(seen) == 12
+    assert all(count == 1 for _, count in seen), seen
+
+
+async def test_cancelled_callers_lose_nothing_and_break_no_batch(store: SQLStore) -> None:
+    user = await store.ensure_user("alice")
+    finished: dict[int, str] = {}
+    scopes: dict[int, anyio.CancelScope] = {}
+
+    async def create(index: int) -> None:
+        with anyio.CancelScope() as scope:
+            scopes[index] = scope
+            chat = await store.create_chat(user.id, chat_id=f"chat-{index}")
+            finished[index] = chat.id
+            await anyio.lowlevel.checkpoint()  # a cancelled caller sees its cancellation here, after its write returned
+
+    with slow_commits(store, 0.02):
+        async with anyio.create_task_group() as tg:
+            for index in range(40):
+                tg.start_soon(create, index)
+            await anyio.sleep(0.01)
+            for index in range(0, 40, 3):  # the first caller (leading the first batch) among them
+                scopes[index].cancel()
+    cancelled = set(range(0, 40, 3))
+    assert all(scopes[index].cancelled_caught for index in cancelled)
+    assert set(finished) == set(range(40))  # every write returned, cancelled or not
+    assert all(finished[index] == f"chat-{index}" for index in range(40))
+    assert len(await store.list_chats(user.id)) == 40
+    # The writer still leads: a write after all that commits at once.
+    again = await store.create_chat(user.id, "after")
+    assert await store.get_chat(user.id, again.id) == again
+
+
+async def test_an_outage_fails_each_caller_of_the_batch_with_its_own_error(tmp_path: Any) -> None:
+    store = SQLStore(f"sqlite:///{tmp_path / 'toolwire.db'}")
+    async with store:
+        user = await store.ensure_user("alice")
+
+        def outage(_conn: Any) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        event.listen(store.write_engine, "commit", outage)
+        errors: list[BaseException] = []
+
+        async def create(index: int) -> None:
+            try:
+                await store.create_chat(user.id, chat_id=f"c{index}")
+            except StoreUnavailable as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for index in range(5):
+                tg.start_soon(create, index)
+        event.remove(store.write_engine, "commit", outage)
+        assert len(errors) == 5 and len({id(e) for e in errors}) == 5
+        assert store.health.write_error is not None
+        await store.create_chat(user.id, chat_id="after")
+        assert store.health.write_error is None
+        assert [c.id for c in await store.list_chats(user.id)] == ["after"]
+
+
+async def test_a_batch_that_postgres_aborts_to_break_a_deadlock_runs_again(db_url: str) -> None:
+    """Two replicas' batches lock two chats in opposite orders: PostgreSQL aborts one, whose batch runs again."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer at a time: its batches cannot deadlock")
+    async with SQLStore(db_url) as first, SQLStore(db_url, migrate=False) as second:
+        user = await first.ensure_user("alice")
+        x, y = (await first.create_chat(user.id, "x")).id, (await first.create_chat(user.id, "y")).id
+
+        def cross(one: str, other: str) -> Any:
+            def operation(conn: Connection) -> str:
+                conn.execute(text("UPDATE chats SET title = title || '+' WHERE id = :id"), {"id": one})
+                conn.execute(text("SELECT pg_sleep(0.3)"))
+                conn.execute(text("UPDATE chats SET title = title || '+' WHERE id = :id"), {"id": other})
+                return one
+            return operation
+
+        results: list[str] = []
+
+        async def write(store: SQLStore, one: str, other: str) -> None:
+            results.append(await store.writer.write(cross(one, other)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write, first, x, y)
+            tg.start_soon(write, second, y, x)
+        assert sorted(results) == sorted([x, y])
+        async with first.engine.connect() as conn:
+            titles = dict((await conn.execute(text("SELECT id, title FROM chats"))).all())
+        assert titles == {x: "x++", y: "y++"}
+
+
+async def test_the_writer_itself_survives_callers_cancelled_while_queued_or_leading(store: SQLStore) -> None:
+    """As above, through `writer.write` directly, without the store methods' own shield: a cancelled caller
+    (the leader among them) neither loses its write nor leaves the lead with nobody."""
+    from toolwire.store._records import utc_now
+
+    def add_user(name: str) -> Any:
+        def operation(conn: Connection) -> str:
+            conn.execute(insert(users).values(id=f"id-{name}", name=name, created_at=utc_now()))
+            return name
+        return operation
+
+    returned: list[str] = []
+    scopes: dict[int, anyio.CancelScope] = {}
+
+    async def write(index: int) -> None:
+        with anyio.CancelScope() as scope:
+            scopes[index] = scope
+            returned.append(await store.writer.write(add_user(f"u{index}")))
+
+    with slow_commits(store, 0.02):
+        async with anyio.create_task_group() as tg:
+            for index in range(30):
+                tg.start_soon(write, index)
+            await anyio.sleep(0.01)
+            for index in range(0, 30, 2):
+                scopes[index].cancel()
+    with anyio.fail_after(30):  # a writer left without a leader would hang here
+        assert await store.writer.write(add_user("after")) == "after"
+    async with store.engine.connect() as conn:
+        names = set((await conn.execute(text("SELECT name FROM users"))).scalars())
+    assert names == {f"u{index}" for index in range(30)} | {"after"}
+    assert set(returned) >= {f"u{index}" for index in range(1, 30, 2)}
