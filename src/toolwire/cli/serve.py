@@ -8,7 +8,9 @@ Without `--model` it uses the offline fake provider (`FakeProviderServer` on a l
 HTTP, answering with `_offline.DemoResponder`: the demo tools a message asks for, e.g. the weather of
 each city it names) with the demo tools, unless a provider key is set in the environment, in
 which case it says which model it picked (`--model fake` keeps the fake). Without `--token` or
-`--tokens-file` it makes a token for the user `local` and prints the URL to open, which carries it.
+`--tokens-file` it makes a token for the user `local` and prints the URL to open, which carries it; on a
+SQLite file the token is kept beside it (`toolwire.db.token`, mode 0600) and reused at the next start, so
+an open page stays signed in across restarts (`_token_file`).
 
 `--mcp` / `--mcp-url` servers are connected once, before the server listens, and shared by every run
 (their tools are listed again when a server announces a change); a server that cannot be reached stops
@@ -39,6 +41,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -50,6 +53,7 @@ from ..tools import Tool
 from ..toolsets import Toolset
 from ._connections import add_browser_arguments, add_connection_arguments, connection_limits
 from ._render import error_line
+from ._token_file import kept_token, token_file_for
 from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
 
 _FAKE = "fake"
@@ -247,13 +251,16 @@ async def _serve(args: argparse.Namespace) -> None:
 
     if args.token and args.tokens_file:
         raise UserError("Give --token or --tokens-file, not both.")
+    kept: Path | None = None
     if args.tokens_file:
         tokens = read_tokens_file(args.tokens_file)
-    else:
-        token = args.token or generate_token()
-        if len(token) < 16:
+    elif args.token:
+        if len(args.token) < 16:
             raise UserError("--token must be at least 16 characters long; use a long random string.")
-        tokens = {"local": [token]}
+        tokens = {"local": [args.token]}
+    else:
+        kept = token_file_for(args.db)
+        tokens = {"local": [kept_token(kept, generate_token) if kept is not None else generate_token()]}
     toolsets = mcp_toolsets(args)
     demo = not args.tools and not toolsets
     tools = list(DEMO_TOOLS) if demo else load_tools(args.tools)
@@ -319,6 +326,9 @@ async def _serve(args: argparse.Namespace) -> None:
                 print(f"Tokens: {len(tokens)} user(s) from {args.tokens_file}. Open {base}/#token=<your token>",
                       flush=True)
             else:
+                if kept is not None:
+                    print(f"Token of the user 'local': kept in {kept} (reused at every start; delete the file for "
+                          "a new one)", flush=True)
                 print(f"Open {base}/#token={tokens['local'][0]}", flush=True)
 
         async with anyio.create_task_group() as tg:
