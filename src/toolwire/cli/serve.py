@@ -242,7 +242,7 @@ def _pool_options(args: argparse.Namespace) -> dict[str, Any]:
 async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from ..demo_tools import DEMO_SYSTEM, DEMO_TOOLS
+    from ..demo_tools import DEMO_SYSTEM, SERVE_TOOLS, SUGGESTIONS
     from ..server import Limits, ServerConfig, create_app
     from ..server.auth import generate_token, read_tokens_file
     from ..server.connections import uvicorn_options
@@ -263,7 +263,7 @@ async def _serve(args: argparse.Namespace) -> None:
         tokens = {"local": [kept_token(kept, generate_token) if kept is not None else generate_token()]}
     toolsets = mcp_toolsets(args)
     demo = not args.tools and not toolsets
-    tools = list(DEMO_TOOLS) if demo else load_tools(args.tools)
+    tools = list(SERVE_TOOLS) if demo else load_tools(args.tools)
     system = args.system if args.system is not None else (DEMO_SYSTEM if demo else None)
     spec = _pick_model(args)
     store = SQLStore(args.db, engine_options=_pool_options(args))
@@ -284,7 +284,8 @@ async def _serve(args: argparse.Namespace) -> None:
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
                           max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
-                          store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors)
+                          store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors,
+                          suggestions=SUGGESTIONS if demo else ())
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends

@@ -106,6 +106,8 @@ class ServerConfig:
         frame_ancestors: Who may show the server's pages in a frame, as a Content-Security-Policy source
             list (`'self'`, `https://portal.example.com`). `'none'` by default: no site may frame the
             signed-in page (and trick a click on its Approve button).
+        suggestions: Prompts the web page offers in an empty chat (`GET /api/me` hands them out); `toolwire
+            serve` gives the demo's when it offers the demo tools. None by default.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -121,6 +123,7 @@ class ServerConfig:
     web_dir: Path | None = WEB_DIR
     cors_origins: tuple[str, ...] = ()
     frame_ancestors: str = "'none'"
+    suggestions: tuple[str, ...] = ()
 
 
 class PageAssets(StaticFiles):
@@ -175,7 +178,8 @@ def create_app(
     )
     state = ServerState(store=the_store, manager=manager, log=log, limits=limits, heartbeat=config.heartbeat_seconds,
                         openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),
-                        web_dir=config.web_dir, user_requests=UserRequests(limits.max_user_requests))
+                        web_dir=config.web_dir, user_requests=UserRequests(limits.max_user_requests),
+                        suggestions=config.suggestions)
 
     # The log, signals and limiter may be one object or share a connection: each is started and closed once.
     components = list({id(c): c for c in (log, manager.signals, manager.limiter)}.values())

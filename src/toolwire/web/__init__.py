@@ -8,7 +8,8 @@ How a server mounts it:
 
 The modules: `app.js` (the page), `session.js` (open a chat, follow and resume runs), `api.js` (REST and
 event streams over fetch), `sse.js` (the SSE parser), `reducer.js` (the pure event reducer),
-`selectors.js` (what the state shows), `render.js` (the DOM), `markdown.js` (Markdown built as elements, never as HTML).
+`selectors.js` (what the state shows), `render.js` (the DOM), `markdown.js` (Markdown built as elements, never as HTML),
+`copy.js` (copy buttons), `theme.js` (the colour theme); `favicon.svg` is the tab's icon.
 """
 
 from __future__ import annotations
