@@ -185,3 +185,13 @@ def test_the_empty_page_has_no_suggestions_without_the_demo_tools(served: Server
     page = web(served.url + "/", token=TOKENS["alice"])
     expect(page.page.locator("#signed-in")).to_have_text("Signed in as alice")
     expect(page.page.locator("#suggestions")).to_be_hidden()
+
+
+def test_rename_keeps_to_the_title_limit_and_to_the_chats_owner(served: ServerProcess) -> None:
+    with api(served) as alice, api(served, "bob") as bob:
+        chat_id = alice.post("/api/chats", json={"title": "Mine"}).json()["id"]
+        too_long = alice.patch(f"/api/chats/{chat_id}", json={"title": "x" * 501})
+        assert too_long.status_code == 422 and "longer than 500 characters" in too_long.json()["error"]["message"]
+        assert bob.patch(f"/api/chats/{chat_id}", json={"title": "Bob's now"}).status_code == 404
+        assert alice.patch(f"/api/chats/{chat_id}", json={"title": "x" * 500}).status_code == 200
+        assert alice.get(f"/api/chats/{chat_id}").json()["title"] == "x" * 500

@@ -18,7 +18,7 @@ import { bindThemeButton } from "./theme.js";
 
 export const TOKEN_KEY = "toolwire.token";
 const TITLE_LENGTH = 60;
-const MAX_TITLE = 200; // the server's default title limit (Limits.max_title_chars); it says so if it is lower
+const MAX_TITLE = 500; // the server's default title limit (Limits.max_title_chars); a lower one is said by its 422
 
 /** Take a `#token=` out of the address: the stored token, and the one the address offered (not stored yet). */
 export function takeToken(win = window) {
