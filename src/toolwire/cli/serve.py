@@ -259,8 +259,8 @@ async def _serve(args: argparse.Namespace) -> None:
             raise UserError("--token must be at least 16 characters long; use a long random string.")
         tokens = {"local": [args.token]}
     else:
-        kept = token_file_for(args.db)
-        tokens = {"local": [kept_token(kept, generate_token) if kept is not None else generate_token()]}
+        kept = token_file_for(args.db)  # read or written once every option is known to be good
+        tokens = {"local": [generate_token()]}
     toolsets = mcp_toolsets(args)
     demo = not args.tools and not toolsets
     tools = list(SERVE_TOOLS) if demo else load_tools(args.tools)
@@ -300,6 +300,8 @@ async def _serve(args: argparse.Namespace) -> None:
         # MCP connections belong to this task (a stdio server is a child process it must stop itself).
         for toolset in toolsets:
             await opened.enter_async_context(toolset)
+        if kept is not None:
+            tokens = {"local": [kept_token(kept, generate_token)]}
         factory = _Factory(model=model, tools=tools, system=system, max_steps=args.max_steps,
                            tool_timeout=args.tool_timeout, toolsets=toolsets, clients=clients)
         app = create_app(factory, store=store, tokens=tokens, config=config, **shared)
