@@ -195,3 +195,16 @@ def test_rename_keeps_to_the_title_limit_and_to_the_chats_owner(served: ServerPr
         assert bob.patch(f"/api/chats/{chat_id}", json={"title": "Bob's now"}).status_code == 404
         assert alice.patch(f"/api/chats/{chat_id}", json={"title": "x" * 500}).status_code == 200
         assert alice.get(f"/api/chats/{chat_id}").json()["title"] == "x" * 500
+
+
+def test_who_is_signed_in_shows_on_a_phone_too(served: ServerProcess, web: Open) -> None:
+    chat_id, page = open_chat(served, web, "A chat with a rather long title for a phone screen", width=390,
+                              height=844)
+    who = page.page.locator("#signed-in")
+    expect(who).to_be_visible()
+    expect(who).to_have_attribute("title", "Signed in as alice")
+    box = who.bounding_box()
+    rename = page.page.get_by_role("button", name="Rename").bounding_box()
+    assert box is not None and rename is not None and box["x"] + box["width"] <= 390
+    assert rename["x"] + rename["width"] <= box["x"], "side by side, not overlapping"
+    assert page.page.evaluate("document.documentElement.scrollWidth") <= 390

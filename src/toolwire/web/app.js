@@ -107,6 +107,7 @@ class App {
       const { name, suggestions } = await api.me();
       if (api === this.api) {
         this.ui.signedIn.textContent = `Signed in as ${name}`;
+        this.ui.signedIn.title = `Signed in as ${name}`; // the whole name, where a phone cuts it short
         this.showSuggestions(Array.isArray(suggestions) ? suggestions : []);
       }
       return name;
