@@ -198,7 +198,7 @@ def test_rename_keeps_to_the_title_limit_and_to_the_chats_owner(served: ServerPr
 
 
 def test_who_is_signed_in_shows_on_a_phone_too(served: ServerProcess, web: Open) -> None:
-    chat_id, page = open_chat(served, web, "A chat with a rather long title for a phone screen", width=390,
+    _, page = open_chat(served, web, "A chat with a rather long title for a phone screen", width=390,
                               height=844)
     who = page.page.locator("#signed-in")
     expect(who).to_be_visible()
