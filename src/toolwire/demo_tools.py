@@ -8,6 +8,10 @@ different order than it was made.
 `book_table` always fails: it shows how an exception inside a tool becomes an error result that the
 model reads and can explain, instead of ending the run.
 
+`toolwire serve` offers two more (`SERVE_TOOLS`): `book_hotel` waits for a person's approval before it runs,
+and `save_note` takes a long text, so its argument visibly streams into the page. `SUGGESTIONS` are the
+prompts the page offers in an empty chat, one for each thing the demo shows.
+
 Arguments carry `examples` in their schemas; the automatic fake provider picks its arguments from
 them, so the offline demo asks about Lisbon like its prompt does.
 """
@@ -27,10 +31,14 @@ __all__ = [
     "DEMO_PROMPT",
     "DEMO_SYSTEM",
     "DEMO_TOOLS",
+    "SERVE_TOOLS",
+    "SUGGESTIONS",
+    "book_hotel",
     "book_table",
     "convert_currency",
     "find_restaurants",
     "get_weather",
+    "save_note",
 ]
 
 DEMO_PROMPT = (
@@ -133,3 +141,51 @@ async def book_table(
 
 DEMO_TOOLS: list[Tool[..., Any]] = [get_weather, find_restaurants, convert_currency, book_table]
 """The demo's tools, in the order they are offered (and called) — not the order they finish."""
+
+
+@tool(requires_approval=True)
+async def book_hotel(
+    city: Annotated[str, Field(examples=["Porto"])],
+    nights: Annotated[int, Field(ge=1, le=30, examples=[2])],
+    guests: Annotated[int, Field(ge=1, le=8, examples=[2])] = 2,
+) -> dict[str, Any]:
+    """Book a hotel room. Spends money, so a person approves each booking first.
+
+    Args:
+        city: The city of the hotel.
+        nights: How many nights, from tonight.
+        guests: How many people the room is for.
+    """
+    await anyio.sleep(0.4)
+    hotel = ["Casa do Rio", "Hotel Ribeira", "Pensão Azul"][_number(city, 0, 2)]
+    return {"hotel": hotel, "city": city, "nights": nights, "guests": guests,
+            "price_eur": nights * _number(city + "/price", 80, 160), "confirmation": f"HX-{_number(city, 1000, 9999)}"}
+
+
+@tool
+async def save_note(
+    title: Annotated[str, Field(examples=["Packing list"])],
+    text: Annotated[str, Field(examples=["- passport"])],
+) -> dict[str, Any]:
+    """Save a note for later.
+
+    Args:
+        title: A short title.
+        text: The note itself (Markdown).
+    """
+    await anyio.sleep(0.2)
+    return {"saved": title, "characters": len(text), "lines": text.count("\n") + 1}
+
+
+SERVE_TOOLS: list[Tool[..., Any]] = [*DEMO_TOOLS, book_hotel, save_note]
+"""What `toolwire serve` offers when no tools are configured: the demo's, one that asks for approval
+(`book_hotel`) and one with a long argument (`save_note`)."""
+
+SUGGESTIONS: tuple[str, ...] = (
+    "What's the weather in Paris, Tokyo and Lima?",
+    "Book a hotel room in Porto for two nights.",
+    "Book a table for two at Cervejaria do Cais at 20:00.",
+    "Write a packing list for a weekend in Lisbon and save it as a note.",
+)
+"""The prompts the page suggests with the demo tools: parallel calls that finish out of order, a call that
+waits for approval, a tool that fails and is explained, and a long argument streaming in."""

@@ -30,7 +30,7 @@ async def test_create_app_sends_the_headers_and_serves_only_assets_of_its_own_fo
         assert (await client.get("/static/app.js")).status_code == 200
         assert (await client.get("/static/secrets.env")).status_code == 404
         me = await client.get("/api/me")
-        assert me.json() == {"name": "dev"} and me.headers["x-content-type-options"] == "nosniff"
+        assert me.json() == {"name": "dev", "suggestions": []} and me.headers["x-content-type-options"] == "nosniff"
     with pytest.raises(UserError, match="cannot be empty"):
         create_app(lambda ctx: None, store=f"sqlite:///{tmp_path / 'x.db'}",
                    config=ServerConfig(frame_ancestors="'self'\r\nSet-Cookie: a=b"))

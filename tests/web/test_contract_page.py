@@ -60,23 +60,28 @@ def test_new_open_and_delete_chats(server: ContractServer, web: Open) -> None:
     server.add_chat(seq["chat"], rows=[f["data"]["row"] for f in seq["frames"] if f["data"]["type"] == "message_saved"])
     page = web(server.url, token=server.token)
     expect(page.page.locator(".chat-link")).to_have_text(["Weather in three cities"])
-    page.page.get_by_role("button", name="New chat").click()
-    expect(page.page.locator(".chat-link")).to_have_count(2)
-    expect(page.page.locator('.chat-link[aria-current="page"]')).to_have_text("New chat")
-    assert "#chat=new-1" in page.page.url
     page.open_chat("chat-weather")
     expect(page.page.locator("#chat-title")).to_have_text("Weather in three cities")
     expect(page.page.locator(".stored .tool-card")).to_have_count(3)  # the stored aggregate
     expect(page.page.locator(".stored .md table")).to_have_count(1)
-    page.page.locator('.chat-item[data-chat-id="chat-weather"] .delete').click()
-    page.page.get_by_role("button", name="Delete Weather in three cities for good").click()
-    expect(page.page.locator(".chat-link")).to_have_count(1)
-    assert len(server.requests_to("DELETE", "/api/chats/chat-weather")) == 1
+    # "New chat" makes no chat: the empty page, ready for a first message (which makes it).
+    page.page.get_by_role("button", name="New chat").click()
     expect(page.page.locator("#empty")).to_be_visible()
+    expect(page.page.locator("#message")).to_be_focused()
+    expect(page.page.locator(".chat-link")).to_have_count(1)
+    expect(page.page.locator('.chat-link[aria-current="page"]')).to_have_count(0)
+    assert server.requests_to("POST", "/api/chats") == []
+    assert "#chat=" not in page.page.url
     # Keep: nothing is deleted.
-    page.page.locator('.chat-item[data-chat-id="new-1"] .delete').click()
+    page.page.locator('.chat-item[data-chat-id="chat-weather"] .delete').click()
     page.page.get_by_role("button", name="Keep").click()
     expect(page.page.locator(".chat-link")).to_have_count(1)
+    page.open_chat("chat-weather")
+    page.page.locator('.chat-item[data-chat-id="chat-weather"] .delete').click()
+    page.page.get_by_role("button", name="Delete Weather in three cities for good").click()
+    expect(page.page.locator(".chat-link")).to_have_count(0)
+    assert len(server.requests_to("DELETE", "/api/chats/chat-weather")) == 1
+    expect(page.page.locator("#empty")).to_be_visible()
 
 
 def test_enter_sends_and_shift_enter_breaks_the_line(server: ContractServer, web: Open) -> None:

@@ -134,7 +134,7 @@ def test_the_page_assets_are_served(served: ServerProcess) -> None:
 def test_me_names_the_tokens_user(served: ServerProcess) -> None:
     for user, token in TOKENS.items():
         response = httpx.get(f"{served.url}/api/me", headers={"Authorization": f"Bearer {token}"}, trust_env=False)
-        assert response.status_code == 200 and response.json() == {"name": user}
+        assert response.status_code == 200 and response.json() == {"name": user, "suggestions": []}
     refused = httpx.get(f"{served.url}/api/me", trust_env=False)
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
 

@@ -90,17 +90,18 @@ def test_the_weather_in_three_cities_streams_runs_in_parallel_and_survives_a_rel
     shown = cards_of(page)
     assert [(name, re.sub(r"\s", "", args)) for name, args, _ in shown] == [
         ("get_weather", '{"city":"Paris"}'), ("get_weather", '{"city":"Tokyo"}'), ("get_weather", '{"city":"Lima"}')]
-    answer = page.page.locator(".md", has_text="Here is what the tools returned")
+    answer = page.page.locator(".md", has_text="Here is the weather")
     expect(answer.locator("li")).to_have_count(3)
+    assert "{" not in (answer.text_content() or ""), "a summary in sentences, not JSON"
     said = answer.text_content() or ""
 
     page.reload()  # the whole conversation, from the server's rows
     expect(page.page.locator(".stored .tool-card")).to_have_count(3)
     assert cards_of(page) == shown
     expect(page.page.locator(".user-message")).to_have_text(QUESTION)
-    expect(page.page.locator(".md", has_text="Here is what the tools returned")).to_have_text(said)
+    expect(page.page.locator(".md", has_text="Here is the weather")).to_have_text(said)
     expect(page.page.locator(".stored-run .run-usage")).to_contain_text(" out tokens · 2 steps · ")
-    assert page.conversation_text().count("Here is what the tools returned") == 1
+    assert page.conversation_text().count("Here is the weather") == 1
 
     page.page.set_viewport_size({"width": 390, "height": 844})  # a phone
     page.wait_until("document.getElementById('sidebar').getBoundingClientRect().right <= 0")

@@ -1,12 +1,16 @@
 """The offline model of `toolwire serve`: the automatic fake provider, reading what a message asks of the demo tools.
 
 `AutoResponder` calls every tool it is offered, whatever the message says. With the demo tools that makes
-"What's the weather in Paris, Tokyo and Lima?" book a restaurant table. This responder reads the user's
-last message first: the weather in several cities is one `get_weather` call per city, all in one round
-(so they run in parallel and answer in the order they finish); words about food, money or bookings add
-those tools. A message that asks for none of them, or tools other than the demo's, get what
-`AutoResponder` does: every tool offered. The follow-up request with the results is answered by
-`AutoResponder` too (a summary of what the tools returned).
+"Hello!" book a restaurant table. This responder reads the user's last message first: the weather in
+several cities is one `get_weather` call per city, all in one round (so they run in parallel and answer in
+the order they finish); words about food, money, a table, a hotel or a note add those tools ("plan" asks
+for the weather, restaurants, money and a table at once). A message
+that asks for none of them is answered in prose, without tools, saying what the demo can do. The results
+are summed up in sentences (the weather of each city, the booking that failed and why), not as JSON.
+Offered tools other than the demo's, it behaves as `AutoResponder` does: every tool offered.
+
+Tool calls stream their arguments in small pieces at three times the frame delay (`--fake-delay`), so that
+at the default speed a person sees them arrive; the long note of `save_note` takes a few seconds.
 
 `offline_model` runs it: `toolwire serve` and `toolwire chat fake` (and `run fake`) use the same offline
 model, on a fake OpenAI-compatible server on a loopback port, through the same HTTP and parsing code a
@@ -22,15 +26,18 @@ import dataclasses
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
+import orjson
 
+from ..messages import ToolResultPart
 from ..models import Model, get_model
 from ..testing import AutoResponder, FakeProviderServer
-from ..testing.fake import FakeRequest, FakeText, FakeThinking, FakeToolCall
+from ..testing.fake import FakeRequest, FakeText, FakeThinking, FakeToolCall, FakeTurn
 from ..tools import ToolDefinition
 
-__all__ = ["FAKE_MODEL", "DemoResponder", "cities_in", "offline_model"]
+__all__ = ["FAKE_MODEL", "DemoResponder", "cities_in", "offline_model", "summary_of"]
 
 FAKE_MODEL = "fake"
 """The model name that asks `serve`, `chat` and `run` for the offline model."""
@@ -38,6 +45,11 @@ FAKE_MODEL = "fake"
 _CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connections=256)
 
 _MAX_CITIES = 6
+_CALL_SLOWDOWN = 3
+"""Frames of a response with tool calls come this many times slower than `delay`: argument streaming is
+what the demo shows, and at the text's pace it would be over before anyone saw it."""
+_ARGUMENT_CHUNK = 4
+_NOTE_CHUNK = 8
 
 # Which demo tool a message asks for, by the words it uses.
 _ASKS: dict[str, re.Pattern[str]] = {
@@ -46,11 +58,41 @@ _ASKS: dict[str, re.Pattern[str]] = {
                                    re.I),
     "convert_currency": re.compile(r"\b(convert\w*|currenc\w*|exchange|usd|eur|gbp|jpy|chf|cad|euros?|dollars?|"
                                    r"pounds?|yen)\b", re.I),
-    "book_table": re.compile(r"\b(book\w*|reserv\w*|table)\b", re.I),
+    "book_table": re.compile(r"\b(tables?|reserv\w*)\b", re.I),
+    "book_hotel": re.compile(r"\b(hotels?|rooms?)\b", re.I),
+    "save_note": re.compile(r"\b(notes?|packing list)\b", re.I),
 }
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_TOKEN = re.compile(r"[\w'\u2019-]+|[^\w\s]")
+# "Plan my evening": the classic four at once (what README's curl example shows).
+_PLAN = re.compile(r"\bplan\b", re.I)
+_PLANNED = ("get_weather", "find_restaurants", "convert_currency", "book_table")
+
+_GREETING = re.compile(r"^\W*(hello|hi|hey|good (morning|afternoon|evening)|bonjour|hallo|hola)\b", re.I)
+_WHAT_IT_DOES = (
+    "I am the offline demo model of toolwire: no API key, no network, the same streaming and tool calls as a "
+    "real model. Ask me about the weather in a few cities, restaurants, converting money, booking a table or "
+    "a hotel room, or saving a note, and watch the tool cards: calls running in parallel, a booking waiting "
+    "for your approval, a failing tool explained. The suggested prompts show each of them."
+)
+
+_PACKING_LIST = """# Weekend in Lisbon
+
+## Clothes
+- light jacket for the evening wind off the river
+- comfortable shoes: the hills and the cobbles are steep
+- one smarter outfit for dinner
+
+## Bags and papers
+- passport or ID card
+- the hotel's address, written down
+- a small bag for the tram
+
+## Other things
+- sunscreen and sunglasses
+- a refillable water bottle
+- a phone charger and a travel adapter (type F)
+- some euros in cash for the pastelarias
+"""
 
 
 def cities_in(text: str) -> list[str]:
@@ -72,24 +114,58 @@ def cities_in(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_TOKEN = re.compile(r"[\w'\u2019-]+|[^\w\s]")
+
+
 class DemoResponder(AutoResponder):
     """`AutoResponder` that calls the demo tools a message asks for (see the module docstring)."""
 
+    @staticmethod
+    def _demo(tools: list[ToolDefinition]) -> bool:
+        return bool(tools) and all(t.name in _ASKS for t in tools)
+
+    def respond(self, request: FakeRequest) -> FakeTurn:
+        offered = list(request.tools)
+        if self._demo(offered) and request.tool_choice in (None, "auto"):
+            results = request.pending_results()
+            if results and request.tool_rounds() >= self.rounds:
+                return self.turn([FakeText(text=summary_of(results, _calls_of(request)), chunks=self.chunks)])
+            if not self.choose(request):
+                said = request.last_user_text()
+                text = f"Hello! {_WHAT_IT_DOES}" if _GREETING.search(said) else _WHAT_IT_DOES
+                return self.turn([FakeText(text=text, chunks=self.chunks)])
+        turn = super().respond(request)
+        if any(isinstance(p, FakeToolCall) for p in turn.parts):
+            turn = dataclasses.replace(turn, delay=turn.delay * _CALL_SLOWDOWN)
+        return turn
+
+    def choose(self, request: FakeRequest) -> list[ToolDefinition]:
+        offered = list(request.tools)
+        if not self._demo(offered) or request.tool_choice not in (None, "auto"):
+            return super().choose(request)
+        said = request.last_user_text()
+        plan = _PLAN.search(said) is not None
+        return [t for t in offered if _ASKS[t.name].search(said) or (plan and t.name in _PLANNED)]
+
     def call_parts(self, request: FakeRequest, tools: list[ToolDefinition],
                    round_index: int) -> list[FakeText | FakeThinking | FakeToolCall]:
-        said = request.last_user_text()
-        wanted = [t for t in tools if t.name in _ASKS and _ASKS[t.name].search(said)]
-        if not wanted or any(t.name not in _ASKS for t in tools):
+        if not self._demo(tools):
             return super().call_parts(request, tools, round_index)
+        said = request.last_user_text()
         cities = cities_in(said)[:_MAX_CITIES]
         # The arguments AutoResponder would make (from the schemas' examples), with the cities named.
         made = [p for p in AutoResponder(seed=self.seed, preamble=False, chunks=self.chunks)
-                .call_parts(request, wanted, round_index) if isinstance(p, FakeToolCall)]
+                .call_parts(request, tools, round_index) if isinstance(p, FakeToolCall)]
         calls: list[FakeToolCall] = []
         for part in made:
             arguments = part.arguments if isinstance(part.arguments, dict) else {}
+            part = dataclasses.replace(part, chunks=self.chunks if self.chunks is not None else _ARGUMENT_CHUNK)
             if part.name == "get_weather" and cities:
                 calls += [dataclasses.replace(part, arguments={**arguments, "city": city}) for city in cities]
+            elif part.name == "save_note":
+                calls.append(dataclasses.replace(part, arguments={"title": _note_title(said), "text": _PACKING_LIST},
+                                                 chunks=self.chunks if self.chunks is not None else _NOTE_CHUNK))
             elif "city" in arguments and cities:
                 calls.append(dataclasses.replace(part, arguments={**arguments, "city": cities[0]}))
             else:
@@ -97,15 +173,94 @@ class DemoResponder(AutoResponder):
         parts: list[FakeText | FakeThinking | FakeToolCall] = []
         if self.preamble:
             weather = [c.arguments["city"] for c in calls if c.name == "get_weather" and isinstance(c.arguments, dict)]
-            others = list(dict.fromkeys(c.name for c in calls if c.name != "get_weather"))
-            said_parts = ([f"check the weather in {_listed(weather)}"] if weather else []) + \
-                ([f"use {_listed(others)}"] if others else [])
-            parts.append(FakeText(text=f"Let me {' and '.join(said_parts)}.", chunks=self.chunks))
+            others = list(dict.fromkeys(_DOING.get(c.name, f"use {c.name}") for c in calls if c.name != "get_weather"))
+            said_parts = ([f"check the weather in {_listed(weather)}"] if weather else []) + others
+            parts.append(FakeText(text=f"Let me {_listed(said_parts)}.", chunks=self.chunks))
         return [*parts, *calls]
 
 
-def _listed(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+_DOING = {
+    "find_restaurants": "look for restaurants",
+    "convert_currency": "convert the money",
+    "book_table": "book the table",
+    "book_hotel": "book the room (you approve it first)",
+    "save_note": "write the note and save it",
+}
+
+
+def _note_title(said: str) -> str:
+    return "Packing list" + (f" for {cities[0]}" if (cities := cities_in(said)) else "")
+
+
+def _calls_of(request: FakeRequest) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Call id → (tool name, arguments), from the assistant messages of the request."""
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    for message in request.messages:
+        for call in message.tool_calls:
+            calls[call.id] = (call.name, dict(call.arguments))
+    return calls
+
+
+def summary_of(results: list[ToolResultPart], calls: dict[str, tuple[str, dict[str, Any]]] | None = None) -> str:
+    """The demo's answer after a round of tool results: what each tool found (or why it failed), in sentences."""
+    known = calls or {}
+    weather: list[str] = []
+    sentences: list[str] = []
+    for result in results:
+        name, arguments = known.get(result.call_id, (result.name, {}))
+        name = result.name or name
+        value = result.result
+        # Protocols without an error flag on results (OpenAI chat) carry toolwire's `{"error": ...}`.
+        error = value.get("error") if isinstance(value, dict) and len(value) == 1 else None
+        if result.is_error or isinstance(error, str):
+            sentences.append(_failed(name, arguments, str(error if error is not None else value)))
+        elif name == "get_weather" and isinstance(value, dict):
+            weather.append(f"- **{value.get('city')}**: {value.get('temperature_c')} °C and {value.get('conditions')}, "
+                           f"wind {value.get('wind_kmh')} km/h")
+        else:
+            sentences.append(_found(name, arguments, value))
+    parts: list[str] = []
+    if weather:
+        parts.append("Here is the weather:\n\n" + "\n".join(weather))
+    parts.extend(sentences)
+    return "\n\n".join(parts) or "The tools returned nothing."
+
+
+def _found(name: str, arguments: dict[str, Any], value: Any) -> str:
+    if name == "find_restaurants" and isinstance(value, list) and value:
+        places = [f"**{r.get('name')}** (rated {r.get('rating')})" for r in value if isinstance(r, dict)]
+        cuisine, city = arguments.get("cuisine", "food"), arguments.get("city", "town")
+        return f"For {cuisine} in {city}, try {_listed(places, 'or')}."
+    if name == "convert_currency" and isinstance(value, dict):
+        amount, converted = _number(value.get("amount")), _number(value.get("converted"))
+        return f"{amount} {value.get('from')} is {converted} {value.get('to')} at today's rate of {value.get('rate')}."
+    if name == "book_hotel" and isinstance(value, dict):
+        return (f"Your room at **{value.get('hotel')}** in {value.get('city')} is booked for {value.get('nights')} "
+                f"nights ({value.get('guests')} guests, {value.get('price_eur')} EUR). The confirmation number is "
+                f"{value.get('confirmation')}.")
+    if name == "save_note" and isinstance(value, dict):
+        return f"I saved the note **{value.get('saved')}** ({value.get('lines')} lines)."
+    shown = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return f"{name} returned {shown[:300]}."
+
+
+def _failed(name: str, arguments: dict[str, Any], error: str) -> str:
+    reason = error.rstrip(".")
+    if name == "book_table":
+        where = arguments.get("restaurant", "the restaurant")
+        return (f"I could not book the table at {where}: {reason}. The booking service seems to be down; try again "
+                "later, or call the restaurant.")
+    if name == "book_hotel":
+        return f"I did not book the room: {reason}."
+    return f"{name} did not work: {reason}."
+
+
+def _number(value: Any) -> str:
+    return f"{value:,.2f}".rstrip("0").rstrip(".") if isinstance(value, int | float) else str(value)
+
+
+def _listed(items: list[str], last: str = "and") -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {last} " + items[-1]
 
 
 @asynccontextmanager

@@ -8,7 +8,9 @@ Without `--model` it uses the offline fake provider (`FakeProviderServer` on a l
 HTTP, answering with `_offline.DemoResponder`: the demo tools a message asks for, e.g. the weather of
 each city it names) with the demo tools, unless a provider key is set in the environment, in
 which case it says which model it picked (`--model fake` keeps the fake). Without `--token` or
-`--tokens-file` it makes a token for the user `local` and prints the URL to open, which carries it.
+`--tokens-file` it makes a token for the user `local` and prints the URL to open, which carries it; on a
+SQLite file the token is kept beside it (`toolwire.db.token`, mode 0600) and reused at the next start, so
+an open page stays signed in across restarts (`_token_file`).
 
 `--mcp` / `--mcp-url` servers are connected once, before the server listens, and shared by every run
 (their tools are listed again when a server announces a change); a server that cannot be reached stops
@@ -39,6 +41,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -51,6 +54,7 @@ from ..toolsets import Toolset
 from ._connections import add_browser_arguments, add_connection_arguments, connection_limits
 from ._operations import add_operations_arguments, operations_config
 from ._render import error_line
+from ._token_file import kept_token, token_file_for
 from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
 
 _FAKE = "fake"
@@ -235,7 +239,7 @@ def _pool_options(args: argparse.Namespace) -> dict[str, Any]:
 async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from ..demo_tools import DEMO_SYSTEM, DEMO_TOOLS
+    from ..demo_tools import DEMO_SYSTEM, SERVE_TOOLS, SUGGESTIONS
     from ..server import Limits, ServerConfig, create_app
     from ..server.auth import generate_token, read_tokens_file
     from ..server.connections import uvicorn_options
@@ -244,16 +248,19 @@ async def _serve(args: argparse.Namespace) -> None:
 
     if args.token and args.tokens_file:
         raise UserError("Give --token or --tokens-file, not both.")
+    kept: Path | None = None
     if args.tokens_file:
         tokens = read_tokens_file(args.tokens_file)
-    else:
-        token = args.token or generate_token()
-        if len(token) < 16:
+    elif args.token:
+        if len(args.token) < 16:
             raise UserError("--token must be at least 16 characters long; use a long random string.")
-        tokens = {"local": [token]}
+        tokens = {"local": [args.token]}
+    else:
+        kept = token_file_for(args.db)  # read or written once every option is known to be good
+        tokens = {"local": [generate_token()]}
     toolsets = mcp_toolsets(args)
     demo = not args.tools and not toolsets
-    tools = list(DEMO_TOOLS) if demo else load_tools(args.tools)
+    tools = list(SERVE_TOOLS) if demo else load_tools(args.tools)
     system = args.system if args.system is not None else (DEMO_SYSTEM if demo else None)
     spec = _pick_model(args)
     store = SQLStore(args.db, engine_options=_pool_options(args))
@@ -275,7 +282,7 @@ async def _serve(args: argparse.Namespace) -> None:
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
                           max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
                           store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors,
-                          **operations_config(args))
+                          suggestions=SUGGESTIONS if demo else (), **operations_config(args))
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends
@@ -290,6 +297,8 @@ async def _serve(args: argparse.Namespace) -> None:
         # MCP connections belong to this task (a stdio server is a child process it must stop itself).
         for toolset in toolsets:
             await opened.enter_async_context(toolset)
+        if kept is not None:
+            tokens = {"local": [kept_token(kept, generate_token)]}
         factory = _Factory(model=model, tools=tools, system=system, max_steps=args.max_steps,
                            tool_timeout=args.tool_timeout, toolsets=toolsets, clients=clients)
         app = create_app(factory, store=store, tokens=tokens, config=config, **shared)
@@ -317,6 +326,9 @@ async def _serve(args: argparse.Namespace) -> None:
                 print(f"Tokens: {len(tokens)} user(s) from {args.tokens_file}. Open {base}/#token=<your token>",
                       flush=True)
             else:
+                if kept is not None:
+                    print(f"Token of the user 'local': kept in {kept} (reused at every start; delete the file for "
+                          "a new one)", flush=True)
                 print(f"Open {base}/#token={tokens['local'][0]}", flush=True)
 
         async with anyio.create_task_group() as tg:

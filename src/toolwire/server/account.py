@@ -1,4 +1,5 @@
-"""`GET /api/me`: who the caller's token belongs to (the page shows who is signed in)."""
+"""`GET /api/me`: who the caller's token belongs to (the page shows who is signed in), and the prompts the page
+suggests in an empty chat (`ServerConfig.suggestions`)."""
 
 from __future__ import annotations
 
@@ -12,5 +13,6 @@ __all__ = ["me"]
 
 
 async def me(request: Request) -> Response:
-    _server, user = await _caller(request)
-    return Response(orjson.dumps({"name": user.name}), media_type="application/json")
+    server, user = await _caller(request)
+    return Response(orjson.dumps({"name": user.name, "suggestions": server.suggestions}),
+                    media_type="application/json")

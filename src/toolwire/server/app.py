@@ -113,6 +113,8 @@ class ServerConfig:
             `metrics_token` as a bearer token. Off by default (then `/metrics` is a 404).
         metrics_token: The token `/metrics` requires (at least 16 characters; needed with `metrics`).
         budgets: Per-user daily and monthly token budgets (`server/budgets.py`); `None`: no budgets.
+        suggestions: Prompts the web page offers in an empty chat (`GET /api/me` hands them out); `toolwire
+            serve` gives the demo's when it offers the demo tools. None by default.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -131,6 +133,7 @@ class ServerConfig:
     metrics: bool = False
     metrics_token: str | None = None
     budgets: TokenBudgets | None = None
+    suggestions: tuple[str, ...] = ()
 
 
 class PageAssets(StaticFiles):
@@ -190,7 +193,8 @@ def create_app(
     state = ServerState(store=used.store, manager=manager, log=used.log, limits=limits,
                         heartbeat=config.heartbeat_seconds,
                         openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),
-                        web_dir=config.web_dir, user_requests=UserRequests(limits.max_user_requests))
+                        web_dir=config.web_dir, user_requests=UserRequests(limits.max_user_requests),
+                        suggestions=config.suggestions)
 
     # The log, signals and limiter may be one object or share a connection: each is started and closed once.
     components = list({id(c): c for c in (log, run_signals, limiter)}.values())

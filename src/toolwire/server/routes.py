@@ -47,6 +47,7 @@ class ServerState:
     openapi: bytes
     web_dir: Path | None
     user_requests: UserRequests = field(default_factory=lambda: UserRequests(Limits().max_user_requests))
+    suggestions: tuple[str, ...] = ()
     startup_error: Exception | None = None
     """Why the app's start-up failed (read by `toolwire serve` to say it in one sentence)."""
 

@@ -370,7 +370,10 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
     plain = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
     paths["/api/me"] = {"get": op("Who this API token belongs to (the user's name)", {"200": {
         "description": "The user", "content": {"application/json": {"schema": {
-            "type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}}})}
+            "type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string"},
+                "suggestions": {"type": "array", "items": {"type": "string"},
+                                "description": "Prompts the page offers in an empty chat"}}}}}}})}
     paths["/healthz"] = {"get": {"summary": "The process is up", "responses": {"200": plain}}}
     paths["/readyz"] = {"get": {"summary": "Ready to serve (database reachable, accepting runs)",
                                 "responses": {"200": plain, "503": plain}}}

@@ -15,9 +15,11 @@ import { ConversationView } from "./render.js";
 import { ChatSearch } from "./search.js";
 import { activeRun, pendingApprovals } from "./selectors.js";
 import { ChatSession, describe } from "./session.js";
+import { bindThemeButton } from "./theme.js";
 
 export const TOKEN_KEY = "toolwire.token";
 const TITLE_LENGTH = 60;
+const MAX_TITLE = 500; // the server's default title limit (Limits.max_title_chars); a lower one is said by its 422
 
 /** Take a `#token=` out of the address: the stored token, and the one the address offered (not stored yet). */
 export function takeToken(win = window) {
@@ -52,6 +54,8 @@ class App {
       signedIn: $("signed-in"), switchBox: $("switch"), switchMessage: $("switch-message"), switchYes: $("switch-yes"),
       switchNo: $("switch-no"), search: $("search"), searchResults: $("search-results"), searchStatus: $("search-status"),
       composer: $("composer"), message: $("message"), send: $("send"), stop: $("stop"), composerHint: $("composer-hint"),
+      rename: $("rename"), renameForm: $("rename-form"), renameTitle: $("rename-title"), renameCancel: $("rename-cancel"),
+      theme: $("theme"), suggestions: $("suggestions"),
     };
     this.api = null;
     this.session = null;
@@ -64,6 +68,7 @@ class App {
   }
 
   start() {
+    bindThemeButton(this.ui.theme);
     this.bind();
     this.takeAddressToken();
   }
@@ -101,8 +106,12 @@ class App {
   /** Show who the token belongs to; the user's name, or null when the server did not say. */
   async showWho(api) {
     try {
-      const { name } = await api.me();
-      if (api === this.api) this.ui.signedIn.textContent = `Signed in as ${name}`;
+      const { name, suggestions } = await api.me();
+      if (api === this.api) {
+        this.ui.signedIn.textContent = `Signed in as ${name}`;
+        this.ui.signedIn.title = `Signed in as ${name}`; // the whole name, where a phone cuts it short
+        this.showSuggestions(Array.isArray(suggestions) ? suggestions : []);
+      }
       return name;
     } catch (error) {
       if (api === this.api && error instanceof ApiError && error.status === 401) this.fail(error);
@@ -188,6 +197,18 @@ class App {
       if (event.target.closest(".chat-link")) this.toggleSidebar(false);
     });
     ui.newChat.addEventListener("click", () => this.newChat());
+    ui.rename.addEventListener("click", () => this.startRename());
+    ui.renameCancel.addEventListener("click", () => this.endRename());
+    ui.renameForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.rename();
+    });
+    ui.renameTitle.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        this.endRename();
+      }
+    });
     ui.menu.addEventListener("click", () => this.toggleSidebar());
     // Picking a chat closes the list on a phone, even the chat already open (no hashchange then).
     ui.chatList.addEventListener("click", (event) => {
@@ -286,7 +307,14 @@ class App {
     return button;
   }
 
-  async newChat(title = null) {
+  /** "New chat": the empty page, ready for a first message; the chat itself is made when that is sent. */
+  newChat() {
+    this.go(null);
+    this.toggleSidebar(false);
+    this.ui.message.focus();
+  }
+
+  async createChat(title = null) {
     try {
       const chat = await this.api.createChat(title);
       this.chats = [chat, ...this.chats.filter((c) => c.id !== chat.id)];
@@ -346,6 +374,8 @@ class App {
     this.ui.empty.hidden = false;
     this.ui.title.textContent = "toolwire";
     this.doc.title = "toolwire";
+    this.endRename();
+    this.ui.rename.hidden = true;
     this.updateControls(null);
     this.drawChats();
   }
@@ -353,7 +383,8 @@ class App {
   openChat(chatId) {
     this.closeChat();
     this.ui.empty.hidden = true;
-    const session = new ChatSession({ api: this.api, chatId, onChange: (state) => this.onState(session, state) });
+    const session = new ChatSession({ api: this.api, chatId, onChange: (state) => this.onState(session, state),
+      onRefused: (error) => this.fail(error) });
     this.session = session;
     this.view = new ConversationView(this.ui.conversation, {
       onDecide: (approvalId, approved, reason) => session.decide(approvalId, approved, reason).catch((e) => this.fail(e)),
@@ -362,6 +393,7 @@ class App {
     });
     this.drawChats();
     this.ui.title.textContent = this.chats.find((c) => c.id === chatId)?.title || "Chat";
+    this.ui.rename.hidden = false;
     this.ui.message.focus();
     session.open().catch((error) => {
       if (error instanceof ApiError && error.status === 404) {
@@ -382,12 +414,17 @@ class App {
     // The last event drawn (tests wait on it; a person never sees it).
     this.ui.conversation.dataset.cursor = state.cursor ?? "";
     if (state.chat) {
+      // The list is fetched again after every run and rename; the chat itself only when it is opened.
       const listed = this.chats.find((c) => c.id === session.chatId)?.title;
-      const title = state.chat.title || listed || "New chat";
-      this.ui.title.textContent = title;
-      this.doc.title = `${title} · toolwire`;
+      this.showTitle(listed || state.chat.title || "New chat");
     }
     this.updateControls(state);
+  }
+
+  /** The open chat's title, in the top bar and the browser's tab. */
+  showTitle(title) {
+    this.ui.title.textContent = title;
+    this.doc.title = `${title} · toolwire`;
   }
 
   updateControls(state) {
@@ -414,7 +451,7 @@ class App {
     this.fitMessageBox();
     let session = this.session;
     if (session === null) {
-      const chat = await this.newChat(titleFrom(text));
+      const chat = await this.createChat(titleFrom(text));
       if (chat === null) {
         ui.message.value = text;
         return;
@@ -430,6 +467,62 @@ class App {
       this.fitMessageBox();
     }
     if (refused instanceof ApiError && refused.status === 401) this.fail(refused);
+  }
+
+  /** The prompts the server suggests, as buttons in the empty page; a click sends one into a new chat. */
+  showSuggestions(prompts) {
+    const items = prompts.map((prompt) => {
+      const li = this.doc.createElement("li");
+      li.append(this.button(prompt, "suggestion", () => {
+        if (this.session !== null) return;
+        this.ui.message.value = prompt;
+        this.send();
+      }));
+      return li;
+    });
+    this.ui.suggestions.replaceChildren(...items);
+    this.ui.suggestions.hidden = items.length === 0;
+  }
+
+  startRename() {
+    const { ui } = this;
+    if (this.session === null) return;
+    ui.renameTitle.value = this.session.state.chat?.title || this.chats.find((c) => c.id === this.session.chatId)?.title || "";
+    ui.renameTitle.maxLength = MAX_TITLE;
+    ui.title.hidden = true;
+    ui.rename.hidden = true;
+    ui.renameForm.hidden = false;
+    ui.renameTitle.focus();
+    ui.renameTitle.select();
+  }
+
+  endRename() {
+    const { ui } = this;
+    if (ui.renameForm.hidden) return;
+    ui.renameForm.hidden = true;
+    ui.title.hidden = false;
+    ui.rename.hidden = this.session === null;
+  }
+
+  async rename() {
+    const session = this.session;
+    const title = this.ui.renameTitle.value.trim();
+    if (session === null) return;
+    if (title === "") {
+      this.ui.renameTitle.setCustomValidity("A chat needs a title.");
+      this.ui.renameTitle.reportValidity();
+      return;
+    }
+    this.ui.renameTitle.setCustomValidity("");
+    this.endRename();
+    try {
+      const chat = await this.api.renameChat(session.chatId, title);
+      this.chats = this.chats.map((c) => (c.id === chat.id ? chat : c));
+      this.drawChats();
+      if (session === this.session) this.showTitle(chat.title || "New chat");
+    } catch (error) {
+      this.fail(error);
+    }
   }
 
   async nameChat(chatId, title) {

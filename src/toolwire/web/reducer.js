@@ -148,6 +148,7 @@ function newCard(id, fields = {}) {
     approvalId: fields.approvalId ?? null,
     decision: fields.decision ?? null, // {approved, reason} taken on this page
     storedDecision: fields.storedDecision ?? null, // true / false: approved / denied, as the server recorded it
+    storedReason: fields.storedReason ?? null, // the reason given with a recorded denial
   };
 }
 
@@ -332,7 +333,11 @@ export function stepFromMessages(assistant, results = [], index = 0, decisions =
   const byCall = {};
   for (const r of results) byCall[r.call_id] = r;
   const decided = {};
-  for (const d of decisions ?? []) decided[d.call_id] = Boolean(d.approved);
+  const reasons = {};
+  for (const d of decisions ?? []) {
+    decided[d.call_id] = Boolean(d.approved);
+    reasons[d.call_id] = d.reason ?? null;
+  }
   let callIndex = 0;
   for (const part of assistant?.parts ?? []) {
     switch (part.type) {
@@ -346,7 +351,8 @@ export function stepFromMessages(assistant, results = [], index = 0, decisions =
         break;
       case "tool_call":
       case "invalid_tool_call": {
-        let card = completedCall(newCard(part.id, { index: callIndex, storedDecision: decided[part.id] ?? null }), part);
+        let card = completedCall(newCard(part.id, { index: callIndex, storedDecision: decided[part.id] ?? null,
+          storedReason: reasons[part.id] ?? null }), part);
         callIndex += 1;
         const result = byCall[part.id];
         if (result !== undefined) card = withResult(card, result, null);

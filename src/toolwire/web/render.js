@@ -8,6 +8,7 @@
 // titles) enters the page as text nodes or through markdown.js, which builds elements only: no HTML
 // string is ever parsed, and no attribute is taken from data except links that passed markdown.safeUrl.
 
+import { addCodeCopyButtons, copyButton } from "./copy.js";
 import { updateMarkdown } from "./markdown.js";
 import { CardStatus, stepFromRow } from "./reducer.js";
 import { cardsOf, conversationItems } from "./selectors.js";
@@ -29,15 +30,15 @@ const RUN_STATUS = {
   completed: "",
   paused: "paused: waiting for your decision",
   resumed: "paused for approval",
-  cancelled: "stopped",
+  cancelled: "Stopped",
   failed: "failed",
   interrupted: "interrupted (the server stopped)",
 };
 
-// A cancelled or interrupted run also carries an error sentence; it did not fail.
+// An interrupted run also carries an error sentence; it did not fail. A stopped one says only "Stopped":
+// the person asked for it, so it is neither an error nor news.
 const RUN_ERROR_LABEL = {
   failed: "The run failed: ",
-  cancelled: "Stopped: ",
   interrupted: "Interrupted: ",
 };
 
@@ -181,7 +182,7 @@ export class ConversationView {
       return node;
     }
     if (item.kind === "outbox") {
-      const node = this.userBubble(item.data.text);
+      const node = this.userBubble(item.data.text, false);
       node.classList.add("sending");
       return node;
     }
@@ -211,9 +212,11 @@ export class ConversationView {
       stepsCount: summary.steps ?? null, duration: summary.duration ?? null });
   }
 
-  userBubble(text) {
+  userBubble(text, copyable = true) {
     const node = el("div", "user-message");
     node.append(el("div", "bubble", text));
+    if (copyable) node.append(el("div", "message-actions"));
+    if (copyable) node.lastChild.append(copyButton(() => text, "Copy"));
     return node;
   }
 
@@ -241,7 +244,9 @@ export class ConversationView {
   /** A run's last line: its error, then its status and usage in small print. */
   drawRunMeta(meta, run) {
     meta.replaceChildren();
-    if (run.error) {
+    // Said once: an error a step already shows (the provider's, say) is not repeated under the run.
+    const shown = new Set((run.steps ?? []).flatMap((s) => s.blocks.filter((b) => b.kind === "error").map((b) => b.message)));
+    if (run.error && run.status !== "cancelled" && !shown.has(run.error.message)) {
       const line = el("div", "error-line");
       line.setAttribute("role", "alert");
       const what = RUN_ERROR_LABEL[run.status] ?? RUN_ERROR_LABEL.failed;
@@ -274,8 +279,13 @@ export class ConversationView {
 
   createBlock(block) {
     switch (block.kind) {
-      case "text":
-        return el("div", "md");
+      case "text": {
+        // The Markdown, then the message's actions (copy its source text).
+        const node = el("div", "text-block");
+        node.append(el("div", "md"), el("div", "message-actions"));
+        node.lastChild.append(copyButton(() => node.sourceText ?? "", "Copy"));
+        return node;
+      }
       case "thinking": {
         const details = el("details", "thinking");
         details.append(el("summary", null, block.redacted ? "Thinking (hidden by the provider)" : "Thinking"), el("div", "thinking-text"));
@@ -301,7 +311,8 @@ export class ConversationView {
   patchBlock(node, block, step, run) {
     switch (block.kind) {
       case "text":
-        this.drawMarkdown(node, block.text);
+        node.sourceText = block.text;
+        this.drawMarkdown(node.firstChild, block.text);
         break;
       case "thinking":
         node.lastChild.textContent = block.text;
@@ -310,8 +321,7 @@ export class ConversationView {
         this.patchTools(node, block, step, run);
         break;
       case "error":
-        node.replaceChildren(el("strong", null, "Error: "), document.createTextNode(block.message || block.errorType),
-          el("span", "error-type", ` (${block.errorType})`));
+        node.replaceChildren(el("strong", null, "Error: "), document.createTextNode(block.message || "The model's answer failed."));
         break;
       case "provider_tool":
         node.replaceChildren(this.providerTool(block.part));
@@ -327,6 +337,7 @@ export class ConversationView {
   drawMarkdown(node, text) {
     if (!node.firstChild) {
       updateMarkdown(node, text);
+      addCodeCopyButtons(node);
       return;
     }
     this.pendingText.set(node, text);
@@ -334,7 +345,10 @@ export class ConversationView {
       this.frame = requestAnimationFrame(() => {
         this.frame = null;
         const stick = this.nearBottom();
-        for (const [target, latest] of this.pendingText) updateMarkdown(target, latest);
+        for (const [target, latest] of this.pendingText) {
+          updateMarkdown(target, latest);
+          addCodeCopyButtons(target);
+        }
         this.pendingText.clear();
         if (stick) this.scrollToEnd();
       });
@@ -392,8 +406,11 @@ export class ConversationView {
   patchCard(node, card, old, paused) {
     const [head, args, reason, result] = node.children;
     node.dataset.status = card.status;
+    // A call stopped with its run is not a failure of the tool: said neutrally.
+    const stopped = card.status === CardStatus.ERROR && errorMessage(card) === "cancelled";
+    node.classList.toggle("stopped", stopped);
     if (old === null || old.name !== card.name) head.children[0].textContent = card.name || "(unnamed tool)";
-    head.children[1].textContent = STATUS_LABEL[card.status] ?? card.status;
+    head.children[1].textContent = stopped ? "stopped" : STATUS_LABEL[card.status] ?? card.status;
     if (old === null || old.argsText !== card.argsText) {
       const view = argumentsView(card.argsText);
       args.lastChild.textContent = view.text;
@@ -406,10 +423,11 @@ export class ConversationView {
       result.hidden = !card.hasResult;
       if (card.hasResult) {
         const error = errorMessage(card);
-        result.firstChild.textContent = error === null ? "Result" : card.status === CardStatus.DENIED ? "Denied" : "Error";
-        result.lastChild.textContent = error ?? jsonText(card.result);
+        result.firstChild.textContent = error === null ? "Result" : card.status === CardStatus.DENIED ? "Denied"
+          : stopped ? "Stopped" : "Error";
+        result.lastChild.textContent = stopped ? "Stopped before it finished." : error ?? jsonText(card.result);
         result.open = error !== null || result.lastChild.textContent.length < 2000;
-        result.classList.toggle("is-error", error !== null);
+        result.classList.toggle("is-error", error !== null && !stopped);
       }
     }
     if (card.status === CardStatus.EXECUTING && card.startedAt !== null) this.running.set(node, card.startedAt);
@@ -422,11 +440,19 @@ export class ConversationView {
 
   patchApproval(node, card, paused) {
     const box = node.lastChild;
-    const key = `${card.status}|${paused}|${card.decision?.approved}|${card.decision?.sent}|${card.approvalId}`;
+    const key = `${card.status}|${paused}|${card.decision?.approved}|${card.decision?.sent}|${card.approvalId}|${card.storedDecision}`;
     if (box.dataset.key === key) return;
     box.dataset.key = key;
     box.replaceChildren();
-    if (card.status !== CardStatus.APPROVAL) return;
+    if (card.status !== CardStatus.APPROVAL) {
+      // What was decided stays on the card, from this page's decision or the one the server recorded.
+      const approved = card.decision?.approved ?? card.storedDecision;
+      if (approved === true || approved === false) {
+        const reason = card.decision?.reason ?? card.storedReason ?? null;
+        box.append(el("p", "decided", approved ? "You approved this call." : `You denied this call${reason ? `: ${reason}` : "."}`));
+      }
+      return;
+    }
     if (!paused) {
       box.append(el("p", "hint", "Waiting for the run to pause before it can be decided."));
       return;

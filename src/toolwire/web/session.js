@@ -24,8 +24,12 @@ export class ChatSession {
    * @param {{api: import("./api.js").Api, chatId: string, onChange: (state: object) => void,
    *          now?: () => number, retryDelays?: number[]}} options
    */
-  constructor({ api, chatId, onChange, now = () => performance.now(), retryDelays = RETRY_DELAYS_MS, idleCheckMs = IDLE_CHECK_MS }) {
+  constructor({ api, chatId, onChange, onRefused = null, now = () => performance.now(), retryDelays = RETRY_DELAYS_MS,
+    idleCheckMs = IDLE_CHECK_MS }) {
     this.api = api;
+    // Called with the 401 of a token the server no longer takes (say, a server restarted with another
+    // token): the page then asks for a token at once instead of reporting a failure on every retry.
+    this.onRefused = onRefused;
     this.chatId = chatId;
     this.onChange = onChange;
     this.now = now;
@@ -69,6 +73,15 @@ export class ChatSession {
     this.dispatch({ type: "client_notice", level, message });
   }
 
+  /** Say what went wrong, once; a refused token goes to `onRefused` instead. */
+  report(error) {
+    if (error instanceof ApiError && error.status === 401 && this.onRefused !== null) {
+      this.onRefused(error);
+      return;
+    }
+    this.notice(describe(error));
+  }
+
   /** Load the chat and follow its active run, if any. Throws the ApiError of a chat that cannot be opened. */
   async open() {
     const asked = this.now();
@@ -100,6 +113,10 @@ export class ChatSession {
           this.notice("This chat was deleted (perhaps in another tab). Pick another chat or start a new one.");
           return;
         }
+        if (error instanceof ApiError && error.status === 401) {
+          this.report(error);
+          return;
+        }
         // anything else is retried at the next look; following and sending report their own errors
       }
     }
@@ -129,7 +146,7 @@ export class ChatSession {
       const chat = await this.api.getChat(this.chatId);
       this.dispatch({ type: "client_chat", chat, requested_at: asked });
     } catch (error) {
-      if (!this.closed) this.notice(describe(error));
+      if (!this.closed) this.report(error);
     }
   }
 
@@ -163,7 +180,7 @@ export class ChatSession {
       return this.api.decide(this.chatId, decisions, this.abort.signal);
     });
     if (refused !== null) {
-      this.notice(describe(refused));
+      this.report(refused);
       for (const card of waiting) this.dispatch({ type: "client_decide", approval_id: card.approvalId, approved: null });
       await this.catchUp();
     }
@@ -183,7 +200,7 @@ export class ChatSession {
       await this.api.cancel(this.chatId, run.id);
     } catch (error) {
       if (error instanceof ApiError && error.status === 409) return; // it had just finished
-      this.notice(describe(error));
+      this.report(error);
     }
   }
 
@@ -225,9 +242,10 @@ export class ChatSession {
           received = true;
           continue;
         }
-        if (!error.transient) {
+        // A message refused for the user's rate (429) is given back with the reason, not sent later unseen.
+        if (!error.transient || (retryOpen && error.status === 429 && !received && opener === open)) {
           if (!received && opener === open) return error;
-          this.notice(describe(error));
+          this.report(error);
           this.dispatch({ type: "client_connection", status: "idle" });
           return null;
         }
@@ -293,15 +311,30 @@ export class ChatSession {
       this.dispatch({ type: "client_history", ...(await this.api.messages(this.chatId, null, this.abort.signal)) });
       return chat;
     } catch (error) {
-      if (!this.closed) this.notice(describe(error));
+      if (!this.closed) this.report(error);
       return null;
     }
   }
 }
 
+// The page's own sentences for what the server refuses: the server's are written for API clients (they
+// name routes, headers and run ids); a person is told what happened and what to do, in the page's terms.
+const PAGE_SENTENCES = {
+  run_active: "This chat is still answering the last message. Wait for it to finish, or stop it, then send again.",
+  run_paused: "This chat waits for your decision on a tool call. Approve or deny it, then send again.",
+  not_paused: "This chat no longer waits for a decision; it was decided elsewhere.",
+  approval_decided: "This tool call was already decided, perhaps in another tab.",
+  client_message_id_reused: "This message was already sent.",
+  chat_not_found: "This chat does not exist, or it is not yours. Pick another chat or start a new one.",
+  run_not_found: "This answer is no longer running.",
+  cursor_expired: "The chat moved on while the page was away; reload the page to see it.",
+  server_busy: "The server is busy with other answers right now. Try again in a moment.",
+  shutting_down: "The server is restarting. Try again in a moment.",
+};
+
 /** A sentence for the person from any failure. */
 export function describe(error) {
-  if (error instanceof ApiError) return error.message;
+  if (error instanceof ApiError) return PAGE_SENTENCES[error.code] ?? error.message;
   return `Something went wrong in the page: ${error?.message ?? error}. Reload the page to continue.`;
 }
 
