@@ -109,7 +109,7 @@ async def test_a_tool_result_reaches_followers_before_its_journal_write_commits_
 
         async def until(what: str, found: Any) -> None:
             with anyio.fail_after(30):
-                while not any(found(e) for e in seen):
+                while not any(found(e) for e in seen):  # noqa: ASYNC110 - what the follow task collected
                     await anyio.sleep(0.01)
 
         async with anyio.create_task_group() as tg:

@@ -44,6 +44,7 @@ from typing import Any
 import anyio
 import httpx
 
+from .._transport import ShardedTransport
 from ..exceptions import ToolwireError, UserError
 from ..models import Model, get_model
 from ..tools import Tool
@@ -186,7 +187,9 @@ async def _model(args: argparse.Namespace, spec: str, factory_clients: list[http
         tuple[Model, str]]:
     if spec != _FAKE:
         check_model(spec, api_key=args.api_key)
-        client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0), limits=_MODEL_CONNECTIONS)
+        # Several pools: httpcore's bookkeeping is quadratic in one pool's connections (see ShardedTransport).
+        client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0),
+                                   transport=ShardedTransport(limits=_MODEL_CONNECTIONS))
         factory_clients.append(client)
         yield get_model(spec, api_key=args.api_key, base_url=args.base_url, http_client=client), spec
         return
@@ -196,7 +199,8 @@ async def _model(args: argparse.Namespace, spec: str, factory_clients: list[http
     responder = DemoResponder(delay=args.fake_delay)
     async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
         # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
-        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0), limits=_MODEL_CONNECTIONS)
+        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0),
+                                   transport=ShardedTransport(limits=_MODEL_CONNECTIONS, trust_env=False))
         factory_clients.append(client)
         yield (get_model(f"{server.provider}:demo-model", base_url=server.base_url, api_key="demo",
                          http_client=client),
