@@ -6,8 +6,8 @@ import asyncio
 
 import httpx
 import pytest
-
 from bench.model_pool import _serve
+
 from toolwire._transport import ShardedTransport
 from toolwire.exceptions import UserError
 
