@@ -116,7 +116,8 @@ async def test_a_tool_result_reaches_followers_before_its_journal_write_commits_
             tg.start_soon(follow)
             # Before the fix this never came: the event waited for its held journal write.
             await until("tool_result", lambda e: e.type == "tool_result")
-            assert store.held.is_set() and not store.release.is_set()
+            assert not store.release.is_set()  # so its journal write has not committed
+            await until("the held write", lambda e: store.held.is_set())
             # The rest of the run streams too (the final answer, its rows), all but `run_finished`, which waits
             # for the held journal write.
             await until("the last step's end", lambda e: e.type == "step_finished" and e.data["step"] == 1)
