@@ -40,6 +40,7 @@ __all__ = [
     "REDACTED",
     "RetryPolicy",
     "Secrets",
+    "ShardedTransport",
     "Timeout",
     "error_message_from_body",
     "open_stream",
@@ -100,6 +101,42 @@ class Timeout:
 
 
 DEFAULT_TIMEOUT = Timeout()
+
+
+class ShardedTransport(httpx.AsyncBaseTransport):
+    """Several connection pools behind one transport, each request sent on the next pool in turn.
+
+    For a client that streams from one host on hundreds of connections at once (the chat server's model
+    client). httpcore 1.0.9's pool does its bookkeeping at each request and each response close, and that
+    bookkeeping is quadratic in the pool's connections (for each idle one it counts them all again): at 500
+    open streams it cost milliseconds per request (`bench/model_pool.py`). Split over `shards` pools, each
+    pool holds a `shards`-th of the connections, and the bookkeeping a `shards`-th squared. The limits are
+    split the same way (`None` stays unlimited). `options` go to each `httpx.AsyncHTTPTransport`.
+    """
+
+    def __init__(self, shards: int = 16, *, limits: httpx.Limits | None = None, **options: object) -> None:
+        if shards < 1:
+            raise UserError(f"A sharded transport needs at least one pool; got shards={shards}.")
+        limits = limits or httpx.Limits()
+
+        def share(total: int | None) -> int | None:
+            return None if total is None else max(1, -(-total // shards))
+
+        each = httpx.Limits(max_connections=share(limits.max_connections),
+                            max_keepalive_connections=share(limits.max_keepalive_connections),
+                            keepalive_expiry=limits.keepalive_expiry)
+        self._pools = [httpx.AsyncHTTPTransport(limits=each, **options) for _ in range(shards)]  # type: ignore[arg-type]
+        self._next = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        pools = self._pools
+        pool = pools[self._next]
+        self._next = (self._next + 1) % len(pools)
+        return await pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.aclose()
 
 
 class RetryPolicy:

@@ -203,7 +203,9 @@ async def test_postgres_down_past_the_retries_fails_the_run_and_keeps_its_result
             end = events[-1]
             assert end.type == "run_finished" and end.data["status"] == "failed", end.data
             assert end.data["error"]["code"] == "store_unavailable"
-            assert not any(e.type == "tool_result" for e in events)  # never streamed what was not stored
+            # Streamed before its journal write (which the outage held back), and stored once the database is back.
+            assert [e.data["result"]["result"] for e in events if e.type == "tool_result"] == [
+                {"label": "long-tool", "released": True}]
 
             await anyio.sleep(max(0.0, OUTAGE - (time.monotonic() - stopped)))
             postgres_cluster.resume()
@@ -307,6 +309,7 @@ async def test_a_sqlite_disk_that_refuses_writes_for_4_s_leaves_the_server_servi
             assert (await api.run(await api.new_chat(), "[[after-full]] hi"))[-1].data["status"] == "completed"
     finally:
         server.stop()
-    assert "journaling a tool result failed, retrying" in server.stderr()
+    # Which write meets the full disk first (the round, or the journal behind the events) depends on timing.
+    assert "failed, retrying for up to" in server.stderr()
     print(f"\nSQLite disk full {OUTAGE:.0f} s: the run finished {finished_after:.2f} s after the disk was freed; "
           f"/readyz 200 again {ready_in:.2f} s later")

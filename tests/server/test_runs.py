@@ -130,6 +130,27 @@ async def test_one_active_run_per_chat_and_idempotent_client_message_ids(server:
     assert gate.scripts["busy"].requests == 2  # and answered once
 
 
+async def until_journaled(db_url: str, tool_name: str) -> None:
+    """Wait (up to 15 s) until the run journal holds a result of `tool_name`."""
+    from sqlalchemy import text as sql
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(db_url.replace("sqlite://", "sqlite+aiosqlite://", 1)
+                                 .replace("postgresql://", "postgresql+asyncpg://", 1))
+    try:
+        with anyio.fail_after(15):
+            while True:
+                async with engine.connect() as connection:
+                    found = (await connection.execute(sql(
+                        "SELECT count(*) FROM run_tool_calls WHERE result_json IS NOT NULL AND call_json LIKE :name"),
+                        {"name": f'%"{tool_name}"%'})).scalar()
+                if found:
+                    return
+                await anyio.sleep(0.05)
+    finally:
+        await engine.dispose()
+
+
 async def test_a_server_killed_mid_tool_leaves_a_usable_chat(serve: Callable[..., ServerProcess],
                                                             gate: GateServer) -> None:
     server = serve(lease_seconds=1.0)
@@ -142,6 +163,9 @@ async def test_a_server_killed_mid_tool_leaves_a_usable_chat(serve: Callable[...
             async for event in read_events(response):
                 if event.type == "tool_result":
                     await until(lambda: gate.waiting.get("crash-tool", 0) == 1)
+                    # A result's event goes out before its journal write commits (see server/runner.py): the
+                    # result survives a crash once that write is in.
+                    await until_journaled(server.db_url, "sleepy")
                     server.kill()  # SIGKILL: no shutdown, no cleanup
                     break
     server.start()  # the same database, a new process

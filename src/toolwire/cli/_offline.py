@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import orjson
 
+from .._transport import ShardedTransport
 from ..messages import ToolResultPart
 from ..models import Model, get_model
 from ..testing import AutoResponder, FakeProviderServer
@@ -273,7 +274,8 @@ async def offline_model(*, delay: float, clients: list[httpx.AsyncClient]) -> As
     responder = DemoResponder(delay=delay)
     async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
         # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
-        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0), limits=_CONNECTIONS)
+        client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0),
+                                   transport=ShardedTransport(limits=_CONNECTIONS, trust_env=False))
         clients.append(client)
         try:
             yield (get_model(f"{server.provider}:demo-model", base_url=server.base_url, api_key="demo",

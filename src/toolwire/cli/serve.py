@@ -47,6 +47,7 @@ from typing import Any
 import anyio
 import httpx
 
+from .._transport import ShardedTransport
 from ..exceptions import ToolwireError, UserError
 from ..models import Model, get_model
 from ..tools import Tool
@@ -194,7 +195,9 @@ async def _model(args: argparse.Namespace, spec: str, factory_clients: list[http
         tuple[Model, str]]:
     if spec != _FAKE:
         check_model(spec, api_key=args.api_key)
-        client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0), limits=_MODEL_CONNECTIONS)
+        # Several pools: httpcore's bookkeeping is quadratic in one pool's connections (see ShardedTransport).
+        client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0),
+                                   transport=ShardedTransport(limits=_MODEL_CONNECTIONS))
         factory_clients.append(client)
         yield get_model(spec, api_key=args.api_key, base_url=args.base_url, http_client=client), spec
         return

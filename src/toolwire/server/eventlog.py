@@ -197,13 +197,15 @@ class _ChatLog:
         return Position.KNOWN, position
 
 
-def _wake(log: _ChatLog) -> None:
+def _wake(log: _ChatLog) -> int:
+    """Wake every follower waiting on the chat; returns how many."""
     waiters, log.waiters = log.waiters, []
     for waiter in waiters:
         if isinstance(waiter, anyio.Event):
             waiter.set()
         elif not waiter.done():
             waiter.set_result(True)
+    return len(waiters)
 
 
 async def _wait(log: _ChatLog, timeout: float) -> None:
@@ -255,6 +257,9 @@ class InMemoryEventLog:
         self.retention_seconds = retention_seconds
         self._chats: dict[str, _ChatLog] = {}
         self._total = 0
+        self.wakeups = 0
+        """Followers woken by appends so far: one per follower per append, however many events it holds (for
+        tests and benchmarks)."""
 
     async def append(self, chat_id: str, entries: Sequence[LogEntry]) -> None:
         log = self._chats.get(chat_id)
@@ -280,7 +285,7 @@ class InMemoryEventLog:
             log.offset += excess
             self._total -= excess
         if log.waiters:
-            _wake(log)
+            self.wakeups += _wake(log)
         self._evict(keep=chat_id)
 
     def _evict(self, keep: str) -> None:

@@ -102,6 +102,14 @@ class RunPublisher:
         data["step"] = step
         return LogEntry(Cursor(self.run_number, self._index), data["type"], data=orjson.dumps(data))
 
+    def event_entry(self, event: Event, step: int | None) -> LogEntry:
+        """A model or agent event's entry, numbered now; the caller appends it (in numbering order, always)."""
+        return self._entry(self._event_dict(event), step)
+
+    def run_entry(self, type_: str, step: int | None, **fields: Any) -> LogEntry:
+        """One of the run's own events as an entry, numbered now; the caller appends it (in order, always)."""
+        return self._entry({"type": type_, **fields}, step)
+
     async def event(self, event: Event, step: int | None) -> LogEntry:
         """Publish a model or agent event."""
         entry = self._entry(self._event_dict(event), step)

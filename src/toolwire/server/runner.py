@@ -1,8 +1,8 @@
-"""One run: the agent's events and commits, persisted and published in order, however the run ends.
+"""One run: the agent's events and commits, published from memory at once, and stored behind them.
 
     agent.stream(...) ──items──▶ pump ──┐
-                                        ├──▶ consumer ──▶ store (journal) ──▶ event log
-    RunMemory.append ──rows saved──▶ ───┘                (persist, then publish)
+                                        ├──▶ consumer ──▶ event log (at once, one append per batch)
+    RunMemory.append ──rows saved──▶ ───┘        └──▶ journal ──▶ store (in order, off the streaming path)
 
 The agent gets a `RunMemory`: a `ChatMemory` bound to this run. The agent appends each completed
 round to it before it makes its next request; the append writes the rows (tagged with the run) in one
@@ -12,20 +12,36 @@ agent committed that round (after its last tool result, before the next step's f
 only once its rows are committed. A round the agent does not keep (cut off by a stream error) is
 never stored, as with any chat memory.
 
-For recovery after a crash, each finished tool result is written to the run's journal before its
-`tool_result` is published, and so is each step's assembled message.
+Nothing that streams waits for a commit it does not need (the decisions, and why):
 
-`run_finished` is published last, after the run's row says how it ended.
+- **Events go out from memory at once.** Everything the consumer finds waiting (deltas, `tool_started`,
+  `tool_result`, a round's `message_saved` rows and `step_finished`, the next `step_started`) is published
+  in one append, so followers wake once per batch, not once per event.
+- **A tool result's event is published before its journal write commits.** The journal (each started
+  call, each finished result, each step's assembled message) exists only for crash recovery; it is
+  written in order by the run's journal task, behind the events. If the process dies in between, a
+  follower has seen a `tool_result` that the store never got: recovery answers that call `interrupted`
+  and publishes the rows it stored (`message_saved`), then `run_finished{interrupted}`, so the history is
+  valid and the rows say what is kept. Waiting would not make the tool's side effect any less real (it
+  happened before the event either way), and it put every event of the run behind a commit.
+- **The next model request waits for the round's commit** (the agent awaits `RunMemory.append`). Recovery
+  rebuilds only the round a run was in, from the journal; were a round's rows not committed when the next
+  round's calls start (and are journaled), a crash would leave two rounds in the journal and store the
+  later one without the earlier. The wait is one commit per round (one batch of the store's group
+  commit), and it holds up no event: the round's events are already out, and the next ones do not exist
+  before the request is sent.
+- **`message_saved` waits for its commit** (it is published when the append returns), and
+  **`run_finished` waits for everything of the run**: the journal task is drained, then the run's row is
+  written, then `run_finished` is published (last).
 
 When the database is away (a restart, an outage, a full disk), the run's writes are retried with backoff
 for up to `retry_seconds`, each on a connection the store checks first: a run whose database comes back
-in that time goes on as if nothing happened, its events only delayed, since each event waits for the write
-it must follow (a `tool_result` is published only once its result is durable, so what followers saw is
-what is stored). Past that bound the run fails with `store_unavailable`, and what it finished is kept in
-memory: the round the agent could not store, or else the tool results of the round it was in (completed
-as recovery would, unfinished calls answered `interrupted`). They are written with the run's end; if the
-database is still away, `run_finished{failed, store_unavailable}` is published at once (followers end)
-and the end is written when it is back, while the run keeps its lease.
+in that time goes on as if nothing happened (its journal only behind). Past that bound the run fails
+with `store_unavailable`, and what it finished is kept in memory: the round the agent could not store,
+or else the tool results of the round it was in, every one followers saw (completed as recovery would,
+unfinished calls answered `interrupted`). They are written with the run's end; if the database is still
+away, `run_finished{failed, store_unavailable}` is published at once (followers end) and the end is
+written when it is back, while the run keeps its lease.
 """
 
 from __future__ import annotations
@@ -42,28 +58,16 @@ from typing import Any, Literal, TypeAlias, TypeVar
 import anyio
 from anyio.lowlevel import checkpoint
 
+from .._queue import ItemQueue
 from ..agent import Agent, AgentRun, Approval as AgentApproval, RunResult, RunState
-from ..agent._items import ItemQueue
-from ..events import (
-    Event,
-    FinishEvent,
-    MessageEndEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    ToolResultEvent,
-    ToolStartedEvent,
-    Usage,
-    UsageEvent,
-)
+from ..events import Event, MessageEndEvent, ToolResultEvent, ToolStartedEvent, Usage
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
 from ..messages import Message, ToolCallPart, ToolResultPart
 from ..store import MessageRow, RunStatus, Store, StoreUnavailable, User
 from ..store._recovery import interrupted_round
 from .approvals import part_dicts, record_pause
+from .eventlog import LogEntry
 from .events import RunPublisher, usage_dict
 from .limits import RateLimiter, ResultPolicy
 from .signals import CancelReason, RunWatch
@@ -134,14 +138,50 @@ class _Saved:
     published: bool = False
 
 
-_BATCHED: frozenset[type] = frozenset({TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, UsageEvent,
-                                       FinishEvent})
-"""The streamed events the runner stores nothing for: those that arrived together (one provider read, or
-while the publisher was busy) are published in one append, which the log's followers then read and send
-in one write. Every other item is published alone, after what it must be stored behind."""
 _BATCH = 8
-"""The most events published in one append: followers run at least this often during a burst, so they
-keep up with it even when the log keeps only a few dozen events per chat."""
+"""The most events published in one append while more are waiting: followers run at least this often during
+a burst, so they keep up with it even when the log keeps only a few dozen events per chat."""
+
+
+class _Journal:
+    """The run's journal writes (and its tool-call accounting), done in order by one task, behind the events.
+
+    `add` never waits; `drained` returns once every write added so far is committed. A write that fails
+    (after its own retries) raises in `run`, which stops the run's task group: the run fails as it did when
+    the consumer made the write itself.
+    """
+
+    __slots__ = ("_idle", "_pending", "_writes")
+
+    def __init__(self) -> None:
+        self._writes: ItemQueue[Callable[[], Awaitable[object]]] = ItemQueue()
+        self._pending = 0
+        self._idle: anyio.Event | None = None
+
+    def add(self, write: Callable[[], Awaitable[object]]) -> None:
+        self._pending += 1
+        self._writes.put(write)
+
+    async def run(self) -> None:
+        writes = self._writes
+        while (write := await writes.get()) is not None:
+            await write()
+            self._pending -= 1
+            if not self._pending and self._idle is not None:
+                self._idle.set()
+                self._idle = None
+
+    async def drained(self) -> None:
+        """Wait until every write added so far is committed (`run` must be running)."""
+        if self._pending:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
+
+    def end(self) -> None:
+        """No more writes: `run` returns once it has done those added."""
+        self._writes.end()
+
 
 _ChannelItem: TypeAlias = (tuple[Literal["item"], Any] | tuple[Literal["saved"], _Saved]
                            | tuple[Literal["end"], Exception | None])
@@ -236,8 +276,9 @@ class Runner:
         # Unbounded, like the agent's own queue: its size is bounded by what the run produces.
         self._channel: ItemQueue[_ChannelItem] = ItemQueue()
         self._pending: deque[_Saved] = deque()
-        self._batch: list[Event] = []
-        """Streamed events taken from the channel and not yet published."""
+        self._out: list[LogEntry] = []
+        """Entries numbered and not yet appended to the log (appended in order, every one, by `_flush`)."""
+        self._journal = _Journal()
         self._awaiting: list[Message] | None = None
         self._step: int | None = None
         self._steps = 0
@@ -362,7 +403,12 @@ class Runner:
                 try:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._pump, run)
+                        tg.start_soon(self._journal.run)
                         outcome.error = await self._consume()
+                        # `run_finished` follows every journal write (a cancelled run leaves the rest: its end and
+                        # its last round, stored by the agent, supersede them).
+                        self._journal.end()
+                        await self._journal.drained()
                 finally:
                     outcome.usage = run.usage
                 if outcome.error is None:
@@ -385,17 +431,21 @@ class Runner:
             self._channel.put(("end", exc))
 
     async def _consume(self) -> Exception | None:
-        """Publish the agent's items and the saved rows in order, until the run ends; returns its error."""
+        """Publish the agent's items and the saved rows in order, until the run ends; returns its error.
+
+        Whatever is waiting in the channel is taken without a pause and published in one append (at most
+        `_BATCH` entries while more wait); the consumer waits only once it has published everything.
+        """
         channel = self._channel
-        batch = self._batch
+        out = self._out
         while True:
             if not channel.buffered:
-                if batch:
-                    await self._publish_batch()
+                if out:
+                    await self._flush()
                 received = await channel.get()
             else:
-                if len(batch) >= _BATCH:
-                    await self._publish_batch()
+                if len(out) >= _BATCH:
+                    await self._flush()
                     # Followers run between two batches, as they do between two reads of the provider.
                     # Before taking the next item: cancelled here, it stays for `_flush_saved`.
                     await checkpoint()
@@ -403,83 +453,92 @@ class Runner:
             if received is None:
                 break
             kind, payload = received
-            if kind == "item" and type(payload) in _BATCHED:
-                batch.append(payload)  # type: ignore[arg-type]
+            if kind == "item":
+                messages = _committed(payload)
+                if messages is None:
+                    self._awaiting = None  # an event after a commit not followed by its rows: the round is not kept
+                    self._publish_event(payload)  # type: ignore[arg-type]
+                elif self._pending and self._pending[0].messages == messages:
+                    # The agent committed a round here; its rows follow from the memory if the agent keeps it.
+                    self._publish_saved(self._pending.popleft())
+                else:
+                    self._awaiting = messages
                 continue
-            if batch:
-                await self._publish_batch()
-            if kind == "end":
-                assert payload is None or isinstance(payload, Exception)
-                return payload
             if kind == "saved":
                 assert isinstance(payload, _Saved)
                 if self._awaiting is not None and self._awaiting == payload.messages:
                     self._awaiting = None
-                    await self._publish_saved(payload)
+                    self._publish_saved(payload)
                 else:
                     self._pending.append(payload)
                 continue
-            messages = _committed(payload)
-            if messages is not None:
-                # The agent committed a round here; its rows follow from the memory if the agent keeps it.
-                if self._pending and self._pending[0].messages == messages:
-                    await self._publish_saved(self._pending.popleft())
-                else:
-                    self._awaiting = messages
-                continue
-            self._awaiting = None  # a commit not followed by its rows: the agent did not keep that round
-            await self._publish_event(payload)  # type: ignore[arg-type]
-        if batch:
-            await self._publish_batch()
+            await self._flush()
+            assert payload is None or isinstance(payload, Exception)
+            return payload
+        await self._flush()
         return None
 
     # -- publishing --------------------------------------------------------------------------
 
-    async def _open_step(self) -> int:
+    def _open_step(self) -> int:
         if self._step is None:
             self._step = self._steps
             self._steps += 1
-            await self.publisher.run_event("step_started", self._step)
+            self._out.append(self.publisher.run_entry("step_started", self._step))
         return self._step
 
-    async def _publish_batch(self) -> None:
-        """Publish the streamed events taken so far in one append (see `_BATCHED`)."""
-        step = await self._open_step()
-        events, self._batch[:] = list(self._batch), []
-        await self.publisher.events(events, step)
+    async def _flush(self) -> None:
+        """Append the entries numbered so far, in one append. An entry leaves `_out` only once the log has it:
+        cancelled before that, it is still there for `_finish`, and the numbering stays gap-free."""
+        out = self._out
+        while out:
+            count = len(out)
+            await self.publisher.log.append(self.chat_id, out[:count])
+            del out[:count]
 
-    async def _publish_event(self, event: Event) -> None:
-        step = await self._open_step()
-        # Each journal write is retried while the store is away; the event waits for it (see the module docstring).
-        if isinstance(event, ToolStartedEvent):
-            self._calls.append(event.call)
-            await self._durably("journaling a tool call", partial(self.store.record_tool_call, self.run_id, event.call))
-            await self.limiter.spend(self.user.id, "tool_calls")
-        elif isinstance(event, ToolResultEvent):
+    def _publish_event(self, event: Event) -> None:
+        step = self._open_step()
+        # Journal writes go to the journal task, in order, behind the event (see the module docstring).
+        kind = type(event)
+        if kind is ToolStartedEvent:
+            assert isinstance(event, ToolStartedEvent)
+            call = event.call
+            self._calls.append(call)
+            self._journal.add(partial(self._durably, "journaling a tool call",
+                                      partial(self.store.record_tool_call, self.run_id, call)))
+            self._journal.add(partial(self.limiter.spend, self.user.id, "tool_calls"))
+        elif kind is ToolResultEvent:
+            assert isinstance(event, ToolResultEvent)
             safe = self.policy.result(event.result)
             self._results.append(safe)
-            await self._durably("journaling a tool result", partial(self.store.record_tool_result, self.run_id, safe))
+            self._journal.add(partial(self._durably, "journaling a tool result",
+                                      partial(self.store.record_tool_result, self.run_id, safe)))
             if safe is not event.result:
                 event = ToolResultEvent(result=safe, duration=event.duration, metadata=event.metadata)
-        elif isinstance(event, MessageEndEvent) and (event.message.tool_calls or event.message.invalid_tool_calls):
-            self._step_message = event.message  # only a round with calls is recovered
-            await self._durably("journaling a step's message",
-                                partial(self.store.record_step_message, self.run_id, event.message))
-        await self.publisher.event(event, step)
+        elif kind is MessageEndEvent:
+            assert isinstance(event, MessageEndEvent)
+            message = event.message
+            if message.tool_calls or message.invalid_tool_calls:
+                self._step_message = message  # only a round with calls is recovered
+                self._journal.add(partial(self._durably, "journaling a step's message",
+                                          partial(self.store.record_step_message, self.run_id, message)))
+        self._out.append(self.publisher.event_entry(event, step))
 
-    async def _publish_saved(self, saved: _Saved) -> None:
+    def _publish_saved(self, saved: _Saved) -> None:
+        """Number a stored round's `message_saved` rows (and `step_finished`): they go out with the next append,
+        which nothing else of the run can come between."""
         if saved.published:
             return
         saved.published = True
         self._committed.extend(saved.messages)
         ends_step = any(row.role == "assistant" for row in saved.rows)
         step = self._step if ends_step else None
-        with anyio.CancelScope(shield=True):  # a round's rows and its step_finished go out together
-            for row in saved.rows:
-                await self.publisher.run_event("message_saved", step, row=row.to_dict())
-            if ends_step and self._step is not None:
-                await self.publisher.run_event("step_finished", self._step)
-                self._step = None
+        out = self._out
+        for row in saved.rows:
+            out.append(self.publisher.run_entry("message_saved", step, row=row.to_dict()))
+        if ends_step and self._step is not None:
+            out.append(self.publisher.run_entry("step_finished", self._step))
+            self._step = None
 
     async def _flush_saved(self) -> None:
         """Rows stored while the consumer was stopped (a cancelled run's last round) are published now."""
@@ -489,11 +548,12 @@ class Runner:
                 assert isinstance(payload, _Saved)
                 self._pending.append(payload)
         while self._pending:
-            await self._publish_saved(self._pending.popleft())
+            self._publish_saved(self._pending.popleft())
+        await self._flush()
 
     async def _finish(self, outcome: _Outcome, started: float) -> None:
         outcome.error = _store_outage(outcome.error) or outcome.error
-        await self._flush_saved()
+        await self._flush_saved()  # with whatever entries a cancellation left numbered and not yet appended
         self._channel.close()
         usage = usage_dict(outcome.usage)
         duration = round(time.monotonic() - started, 3)

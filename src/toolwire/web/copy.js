@@ -45,7 +45,8 @@ export function addCodeCopyButtons(root) {
     const wrapper = document.createElement("div");
     wrapper.className = "code-block";
     pre.replaceWith(wrapper);
-    const button = copyButton(() => pre.textContent, "Copy code");
+    // The code without the line end the block closes with (the fence's own, not the code's).
+    const button = copyButton(() => pre.textContent.replace(/\n$/, ""), "Copy code");
     wrapper.append(button, pre);
   }
   return root;

@@ -1,0 +1,156 @@
+"""The streaming path waits only for the commits a guarantee needs (issue 22).
+
+A store whose journal writes are held (`HeldStore`, the real SQLite store with its `record_tool_result`
+made to wait for the test) shows what follows from where the runner waits: a tool result's event reaches a
+follower while its journal write is still held, and `run_finished` does not (it comes only once that write
+and the run's end are committed). The app runs in-process under uvicorn on loopback with the fake
+provider of `test_publishing` (`httpx.MockTransport`, the network edge).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+import pytest
+import uvicorn
+
+from tests.server.support import IN_PROCESS_TOKEN, Event, read_events
+from tests.server.test_publishing import RecordingLog, _bodies
+from toolwire import Agent, get_model, tool
+from toolwire.messages import ToolResultPart
+from toolwire.server import ChatContext, ServerConfig, create_app
+from toolwire.store import SQLStore
+
+pytestmark = pytest.mark.anyio
+
+
+class HeldStore(SQLStore):
+    """The SQLite store, with each `record_tool_result` held until `release` is set; it notes the order in which
+    journal writes and the run's end were committed."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.release = anyio.Event()
+        self.held = anyio.Event()
+        self.order: list[str] = []
+
+    async def record_tool_result(self, run_id: str, result: ToolResultPart) -> None:
+        self.held.set()
+        await self.release.wait()
+        await super().record_tool_result(run_id, result)
+        self.order.append("tool_result committed")
+
+    async def finish_run(self, run_id: str, **fields: Any) -> bool:
+        self.order.append("finish_run")
+        return await super().finish_run(run_id, **fields)
+
+
+@asynccontextmanager
+async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None,
+                  ) -> AsyncIterator[httpx.AsyncClient]:
+    bodies = _bodies([" one", " two"], orjson.dumps({"text": "x"}).decode())
+    requests = 0
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        nonlocal requests
+        body = bodies[min(requests, len(bodies) - 1)]
+        requests += 1
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    @tool
+    def note(text: str) -> str:
+        """Keep a note."""
+        return "kept"
+
+    model = get_model("openai:gpt-4o", api_key="k", base_url="http://provider.invalid/v1", max_retries=0,
+                      http_client=httpx.AsyncClient(transport=httpx.MockTransport(provider)))
+
+    def factory(ctx: ChatContext) -> Agent:
+        return Agent(model, tools=[note], memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools)
+
+    options: dict[str, Any] = {"event_log": log} if log is not None else {}
+    app = create_app(factory, store=store, tokens={"dev": [IN_PROCESS_TOKEN]},
+                     config=ServerConfig(web_dir=folder / "web"), **options)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", ws="none",
+                                           timeout_graceful_shutdown=1))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: server.serve(sockets=[sock]))
+        while not server.started:  # noqa: ASYNC110 - uvicorn has no started event
+            await anyio.sleep(0.01)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {IN_PROCESS_TOKEN}"},
+                                     trust_env=False, timeout=30) as client:
+            yield client
+        server.should_exit = True
+
+
+async def test_a_tool_result_reaches_followers_before_its_journal_write_commits_and_run_finished_after(
+        tmp_path: Path) -> None:
+    store = HeldStore(f"sqlite:///{tmp_path / 'app.db'}")
+    async with serving(store, tmp_path) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        seen: list[Event] = []
+
+        async def follow() -> None:
+            async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                     json={"client_message_id": "1", "text": "go"}) as response:
+                async for event in read_events(response):
+                    seen.append(event)
+
+        async def until(what: str, found: Any) -> None:
+            with anyio.fail_after(30):
+                while not any(found(e) for e in seen):  # noqa: ASYNC110 - what the follow task collected
+                    await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follow)
+            # Before the fix this never came: the event waited for its held journal write.
+            await until("tool_result", lambda e: e.type == "tool_result")
+            assert not store.release.is_set()  # so its journal write has not committed
+            await until("the held write", lambda e: store.held.is_set())
+            # The rest of the run streams too (the final answer, its rows), all but `run_finished`, which waits
+            # for the held journal write.
+            await until("the last step's end", lambda e: e.type == "step_finished" and e.data["step"] == 1)
+            await anyio.sleep(0.5)
+            assert "finish_run" not in store.order
+            assert "run_finished" not in [e.type for e in seen]
+            store.release.set()
+        assert seen[-1].type == "run_finished" and seen[-1].data["status"] == "completed"
+        assert store.order == ["tool_result committed", "finish_run"]
+        # Gap-free, and resumable after any event.
+        assert [e.id for e in seen] == [f"1-{i}" for i in range(1, len(seen) + 1)]
+        for middle in range(0, len(seen) - 1, 3):
+            async with client.stream("GET", f"/api/chats/{chat}/stream",
+                                     headers={"Last-Event-ID": str(seen[middle].id)}) as response:
+                replay = [e async for e in read_events(response)]
+            assert [(e.id, e.data) for e in replay] == [(e.id, e.data) for e in seen[middle + 1:]]
+        rows = (await client.get(f"/api/chats/{chat}/messages")).json()
+        assert rows
+
+
+async def test_followers_wake_once_per_batch(tmp_path: Path) -> None:
+    log = RecordingLog()
+    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}")
+    async with serving(store, tmp_path, log) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                 json={"client_message_id": "1", "text": "go"}) as response:
+            events = [e async for e in read_events(response)]
+    assert events[-1].type == "run_finished"
+    # One follower: each append wakes it once, and every event is in exactly one append.
+    assert sum(len(types) for types in log.appends) == len(events)
+    # 9 appends here; 14 before (each step's start, each round's rows and its end, each went alone).
+    assert len(log.appends) <= 10, log.appends
+    assert ["step_started"] not in log.appends and ["message_saved"] not in log.appends
+    assert log.wakeups <= len(log.appends)
+

@@ -1,0 +1,43 @@
+"""`ShardedTransport`: the model client's streams spread over several pools, each holding its share."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from bench.model_pool import _serve
+
+from toolwire._transport import ShardedTransport
+from toolwire.exceptions import UserError
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the loopback server of bench/model_pool.py is plain asyncio
+
+
+async def test_streams_are_spread_over_the_pools_and_each_keeps_its_share_of_the_limits() -> None:
+    server, port = await _serve()
+    transport = ShardedTransport(4, limits=httpx.Limits(max_connections=None, max_keepalive_connections=8))
+    try:
+        async with httpx.AsyncClient(transport=transport, trust_env=False, timeout=10) as client:
+            url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            responses = [await client.send(client.build_request("POST", url, content=b"{}"), stream=True)
+                         for _ in range(10)]
+            assert all(r.status_code == 200 for r in responses)
+            # Ten streams on four pools, in turn: 3, 3, 2 and 2 connections.
+            assert sorted(len(pool._pool.connections) for pool in transport._pools) == [2, 2, 3, 3]
+            assert {pool._pool._max_keepalive_connections for pool in transport._pools} == {2}
+            for response in responses:
+                await response.aclose()
+    finally:
+        server.close()
+        await asyncio.sleep(0)
+
+
+def test_a_transport_needs_a_pool() -> None:
+    with pytest.raises(UserError, match="at least one pool"):
+        ShardedTransport(0)
