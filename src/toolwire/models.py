@@ -45,7 +45,15 @@ from ._accumulate import Accumulator, new_call_id
 from ._sse import MAX_EVENT_BYTES
 from ._transport import RetryPolicy, Secrets, Timeout, display_url, open_stream
 from .events import Event, FinishReason, Usage
-from .exceptions import MalformedStreamError, ProviderStreamError, StreamInterruptedError, UserError
+from .exceptions import (
+    MalformedStreamError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderStreamError,
+    ProviderTimeoutError,
+    StreamInterruptedError,
+    UserError,
+)
 from .messages import Message
 from .providers import Provider, get_provider
 from .settings import ModelSettings
@@ -90,6 +98,17 @@ class Model(ABC):
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         """Open one streamed request. Use as `async with model.stream(...) as response:`."""
+
+    async def count_tokens(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> int | None:
+        """The input tokens the request `stream` would send for these arguments takes, as the provider
+        counts them, or None when the provider offers no way to count before a request."""
+        return None
 
     async def request(
         self,
@@ -207,6 +226,54 @@ class HTTPModel(Model):
             **merged.get("extra_headers", {}),
         }
         return url, body, headers
+
+    async def count_tokens(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> int | None:
+        """Ask the provider's counting endpoint (Anthropic `/v1/messages/count_tokens`, Gemini
+        `:countTokens`) how many input tokens the request `stream` would send takes; None for protocols
+        without one. The counted body is built by the same code as the request's, minus what shapes only
+        the output. Raises the same `ProviderError`s as a request (with the same retries and deadline)."""
+        url, body, headers = self.build_request(messages, tools, settings)
+        counting = self.protocol.count_request(self.model, body)
+        if counting is None:
+            return None
+        path, count_body = counting
+        url = self.base_url + path
+        headers = {**headers, "Accept": "application/json"}
+        secrets = Secrets.of_request(url, headers, self.api_key)
+        total = self.timeouts.total
+        deadline = None if total is None else time.monotonic() + total
+        name = self.provider_name
+        response = await open_stream(
+            await self._request_client(), url=url, body=_encode(count_body), headers=headers, provider=name,
+            retry=self.retry, timeout=self.timeouts, deadline=deadline, secrets=secrets,
+        )
+        try:
+            with anyio.fail_after(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                raw = await response.aread()
+        except TimeoutError as exc:
+            raise ProviderTimeoutError(f"{name} did not finish answering the token count within the request's "
+                                       f"deadline of {total:g} s. Raise timeout= (Timeout(total=...)).",
+                                       provider=name) from exc
+        except httpx.HTTPError as exc:
+            raise ProviderConnectionError(f"The connection to {name} failed while it answered the token count "
+                                          f"({type(exc).__name__}).", provider=name) from exc
+        finally:
+            await response.aclose()
+        try:
+            count = self.protocol.count_from(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            count = None
+        if count is None:
+            shown = secrets.redact(raw[:200].decode("utf-8", "replace"))
+            raise ProviderError(f"{name} answered the token count with a body that holds no count: {shown!r}.",
+                                provider=name)
+        return count
 
     def stream(
         self,

@@ -15,10 +15,11 @@ What is checked, and when:
   as many input tokens as the previous request did. A request whose own response goes over a token limit
   is not cut short (the tokens are spent by then); the run stops before the next one. A run that ends
   with that response ends normally. Providers that report no usage count as zero.
-- `request_input_tokens`: the input of one request. Before each request, from the previous request's
-  input (the next one resends all of it): once a request went over the limit, no further one is sent.
-  The request that first goes over it cannot be refused in advance, since toolwire does not count
-  tokens before a request (see docs/guides/usage-budgets.md for which providers could).
+- `request_input_tokens`: the input of one request. Where the model can count tokens before a request
+  (`Model.count_tokens`: Anthropic and Gemini), each request is counted first and one over the limit is
+  not sent; counting is one more HTTP request per model request, made only when this limit is set.
+  Elsewhere, from the previous request's input (the next one resends all of it): once a request went
+  over the limit, no further one is sent, but the first one over it cannot be refused in advance.
 
 Limits apply to one `run` call: a resumed run counts from zero again. Every stop raises
 `UsageLimitExceeded` with the run's valid history in `.messages` (every call answered).
@@ -99,6 +100,16 @@ class UsageLimits:
             return _exceeded("total_tokens", self.total_tokens, f"{who} used {used_in + used_out} tokens, and the "
                              f"next request would use at least {projected + 1} more; the limit is "
                              f"{self.total_tokens}.", budget)
+        return None
+
+    def check_counted(self, counted: int, *, provider: str, budget: UsageBudget | None = None
+                      ) -> UsageLimitExceeded | None:
+        """The error to raise instead of sending a request whose input `provider` counted as `counted`
+        tokens, or `None` when it may be sent."""
+        if self.request_input_tokens is not None and counted > self.request_input_tokens:
+            return _exceeded("request_input_tokens", self.request_input_tokens, f"Its next request would send "
+                             f"{counted} input tokens ({provider} counted them before it was sent), over the limit "
+                             f"of {self.request_input_tokens} for one request, so it was not sent.", budget)
         return None
 
     def check_tool_call(self, *, tool_calls: int, budget: UsageBudget | None = None) -> UsageLimitExceeded | None:

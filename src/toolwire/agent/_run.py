@@ -451,6 +451,7 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         else:
             text = await render_instructions(config.instructions, round_.context, self.messages)
             round_.system = _join_system("\n\n".join(t for t in (text, extra) if t) or None, config)
+        await self._refuse_counted(round_)
         if self._budget is not None:
             # Reserved last, once nothing else can stop the request: a reserved request is one that is sent.
             exceeded = self._budget.reserve_request(last_input=last_input)
@@ -462,6 +463,28 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
             raise UserError(f"The model {config.model.name!r} ended a response without an assembled "
                             "message; a Model must set `message` on its response when the stream ends.")
         return round_
+
+    async def _refuse_counted(self, round_: Round) -> None:
+        """Count the request's input tokens before it is sent, when a `request_input_tokens` limit is set
+        and the model can count (otherwise that limit works from the previous request's reported input)."""
+        budget = self._budget
+        checks: list[tuple[UsageLimits, UsageBudget | None]] = []
+        if self._limits is not None and self._limits.request_input_tokens is not None:
+            checks.append((self._limits, None))
+        if budget is not None and budget.limits.request_input_tokens is not None:
+            checks.append((budget.limits, budget))
+        if not checks:
+            return  # no limit that counting serves: no extra request
+        model = self._config.model
+        request = [Message.system(round_.system), *round_.request] if round_.system else round_.request
+        counted = await model.count_tokens(request, tools=round_.definitions, settings=self._settings)
+        if counted is None:
+            return
+        for limits, owner in checks:
+            exceeded = limits.check_counted(counted, provider=model.provider_name, budget=owner)
+            if exceeded is not None:
+                exceeded.messages = list(self.messages)
+                raise exceeded
 
     async def _resume_round(self, state: RunState) -> Round:
         """Finish the paused round: run the approved calls, answer the denied ones, commit it whole."""

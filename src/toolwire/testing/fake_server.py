@@ -10,7 +10,10 @@ each request with the reply its responder chooses: a scripted `FakeTurn`, a `Fak
 recorded body (`FakeRecording`), or the `AutoResponder`, which calls the tools it is offered.
 `FakeProviderServer` runs that app with uvicorn on 127.0.0.1 and a free port, in a background thread,
 as an async or a plain context manager. Every request received is kept in `requests`, with secrets
-redacted, so tests can assert what the client sent.
+redacted, so tests can assert what the client sent. Where the provider has a token-counting endpoint
+(Anthropic `/v1/messages/count_tokens`, Gemini `:countTokens`), the app answers it in the provider's
+format with `estimate_tokens` of the counted body (one token per four bytes of compact JSON); those
+requests are kept too, with `stream=False` and their own `path`.
 
 A dropped connection is a real one: the app stops mid-body and the server closes the socket without
 finishing the chunked response, so the client's HTTP library sees a transport error.
@@ -118,6 +121,9 @@ class FakeProviderApp:
         request = FakeRequest(protocol=self.protocol.name, method=scope["method"], path=scope["path"], query=query,
                               headers=redact_headers(raw_headers))
         body = await _read_body(receive)
+        if self.protocol.counts(request.method, request.path):
+            await self._count(send, request, body, raw_headers)
+            return
         try:
             self._accept(request, body, raw_headers)
         except RequestError as exc:
@@ -156,23 +162,30 @@ class FakeProviderApp:
         if dropped:
             raise _ConnectionDropped("The fake provider dropped the connection as its script asked.")
 
+    async def _count(self, send: Send, request: FakeRequest, body: bytes, raw_headers: list[tuple[str, str]]) -> None:
+        """Answer the provider's token-counting endpoint: a deterministic count, never the responder."""
+        request.stream = False
+        self.requests.append(request)
+        try:
+            self._authenticate(request, raw_headers)
+            request.body = _parse_json(body)
+            try:
+                answer = self.protocol.count(request)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise RequestError(400, f"The request body does not have the shape the {self.protocol.name} API "
+                                        f"expects ({type(exc).__name__}: {exc}).") from exc
+        except RequestError as exc:
+            await self._send_error(send, exc.status, exc.message, exc.code, {})
+            return
+        await _send_whole(send, 200, answer, "application/json", {})
+
     def _accept(self, request: FakeRequest, body: bytes, raw_headers: list[tuple[str, str]]) -> None:
         """Route, parse and authenticate the request the way the real API would."""
         if not self.protocol.accepts(request.method, request.path):
             raise RequestError(404, f"This fake {self.protocol.name} server serves {self.protocol.route}; it has "
                                     f"nothing at {request.method} {request.path}.")
-        if self.api_key is not None:
-            offered = {v.removeprefix("Bearer ").removeprefix("bearer ") for k, v in raw_headers
-                       if k.lower() in _KEY_HEADERS}
-            if request.query.get("key"):
-                offered.add(request.query["key"])
-            if self.api_key not in offered:
-                raise RequestError(401, "Incorrect API key provided. You can find your API key in your "
-                                        "account settings.", None)
-        try:
-            request.body = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise RequestError(400, f"We could not parse the JSON body of your request ({exc}).") from exc
+        self._authenticate(request, raw_headers)
+        request.body = _parse_json(body)
         try:
             self.protocol.decode(request)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -181,6 +194,16 @@ class FakeProviderApp:
         if not request.stream:
             raise RequestError(400, f"This fake {self.protocol.name} server only streams: send `stream: true` "
                                     "(toolwire always does).")
+
+    def _authenticate(self, request: FakeRequest, raw_headers: list[tuple[str, str]]) -> None:
+        if self.api_key is not None:
+            offered = {v.removeprefix("Bearer ").removeprefix("bearer ") for k, v in raw_headers
+                       if k.lower() in _KEY_HEADERS}
+            if request.query.get("key"):
+                offered.add(request.query["key"])
+            if self.api_key not in offered:
+                raise RequestError(401, "Incorrect API key provided. You can find your API key in your "
+                                        "account settings.", None)
 
     async def _send_error(self, send: Send, status: int, message: str, code: str | None,
                           headers: dict[str, str]) -> None:
@@ -237,6 +260,13 @@ def _turn_frames(encoder: ResponseEncoder, turn: FakeTurn) -> Iterator[bytes]:
                 break
             yield frame
     yield from encoder.error(error)
+
+
+def _parse_json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(400, f"We could not parse the JSON body of your request ({exc}).") from exc
 
 
 async def _read_body(receive: Receive) -> bytes:

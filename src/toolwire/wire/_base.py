@@ -435,6 +435,15 @@ class WireProtocol(ABC):
     def new_parser(self, acc: Accumulator) -> StreamParser:
         """A parser for one streamed response body."""
 
+    def count_request(self, model: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        """The path and JSON body that count the input tokens of `body` (a `build_request` body), or
+        None when the protocol has no counting endpoint."""
+        return None
+
+    def count_from(self, payload: Any) -> int | None:
+        """The input token count out of the counting endpoint's JSON answer (None: not in it)."""
+        return None
+
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 

@@ -409,6 +409,11 @@ def _thinking_block(part: ThinkingPart) -> dict[str, Any] | None:
     return {"type": "thinking", "thinking": part.text, "signature": part.signature}
 
 
+_OUTPUT_ONLY = frozenset({"max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata",
+                          "service_tier"})
+"""Request fields that shape only the output: the token-counting endpoint does not take them."""
+
+
 class Protocol(WireProtocol):
     """Anthropic Messages (`POST /v1/messages`, `stream: true`).
 
@@ -429,6 +434,15 @@ class Protocol(WireProtocol):
     def default_headers(self) -> dict[str, str]:
         return {"Accept": "text/event-stream",
                 "anthropic-version": str(self.option("anthropic_version", ANTHROPIC_VERSION))}
+
+    def count_request(self, model: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        # `/v1/messages/count_tokens` takes the request's input (model, system, messages, tools, tool
+        # choice, thinking) and refuses what only shapes the output, so that is left out.
+        return "/v1/messages/count_tokens", {k: v for k, v in body.items() if k not in _OUTPUT_ONLY}
+
+    def count_from(self, payload: Any) -> int | None:
+        value = payload.get("input_tokens") if isinstance(payload, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def build_request(
         self,

@@ -511,6 +511,16 @@ class Protocol(WireProtocol):
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"x-goog-api-key": api_key} if api_key else {}
 
+    def count_request(self, model: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        # `countTokens` counts a whole GenerateContentRequest (system instruction and tools included)
+        # when it comes as `generateContentRequest`, which then names the model too.
+        model = model.removeprefix("models/")
+        return f"/models/{model}:countTokens", {"generateContentRequest": {"model": f"models/{model}", **body}}
+
+    def count_from(self, payload: Any) -> int | None:
+        value = payload.get("totalTokens", 0) if isinstance(payload, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     def new_parser(self, acc: Accumulator) -> StreamParser:
         return GeminiParser(acc)
 

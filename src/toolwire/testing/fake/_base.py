@@ -27,6 +27,7 @@ __all__ = [
     "FakeRequest",
     "RequestError",
     "ResponseEncoder",
+    "estimate_tokens",
     "random_alnum",
     "random_hex",
     "sse",
@@ -149,7 +150,7 @@ class ResponseEncoder(ABC):
         given = turn.usage or FakeUsage()
         input_tokens = given.input_tokens
         if input_tokens is None:
-            input_tokens = max(1, len(orjson.dumps(self.request.body)) // 4)
+            input_tokens = estimate_tokens(self.request.body)
         output_tokens = given.output_tokens
         if output_tokens is None:
             output_tokens = max(1, self.output_chars // 4)
@@ -190,6 +191,26 @@ class FakeProtocol(ABC):
 
     def response_media_type(self, request: FakeRequest) -> str:
         return self.media_type
+
+    def counts(self, method: str, path: str) -> bool:
+        """Whether this is the protocol's token-counting endpoint (only where the provider has one)."""
+        return False
+
+    def count(self, request: FakeRequest) -> bytes:
+        """The JSON answer of the token-counting endpoint to `request.body` (see `estimate_tokens`).
+
+        Fills `model`, `messages` and `tools` like `decode`; raises `RequestError` for a body the real
+        API would reject.
+        """
+        raise RequestError(404, f"The {self.name} API has no token-counting endpoint.")
+
+
+def estimate_tokens(counted: Any) -> int:
+    """The fake servers' token count: one token per four bytes of the counted JSON, written compactly.
+
+    Deterministic, so tests can compute it; the same rule estimates a streamed response's input usage
+    (over the whole request body there)."""
+    return max(1, len(orjson.dumps(counted)) // 4)
 
 
 def require_dict(value: Any, what: str) -> dict[str, Any]:

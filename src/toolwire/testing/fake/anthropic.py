@@ -8,6 +8,10 @@ Each SSE event carries its `event:` name and the same `type` in its payload, as 
 blocks (`toolu_01...` ids) open with an empty `input_json_delta`, and a call without arguments sends
 only that one. Errors inside the stream are `event: error` with `{"type": "error", "error": {...}}`,
 the same shape as HTTP error bodies (which also carry a `request_id`).
+
+`POST /v1/messages/count_tokens` answers `{"input_tokens": N}` for the same model, system, messages and
+tools (and refuses `max_tokens` and `stream`, as the real endpoint does); N is `estimate_tokens` of the
+body received.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ._base import (
     RequestError,
     ResponseEncoder,
     content_text,
+    estimate_tokens,
     parse_result,
     random_alnum,
     require_dict,
@@ -149,13 +154,29 @@ class Protocol(FakeProtocol):
     def accepts(self, method: str, path: str) -> bool:
         return method == "POST" and path == "/v1/messages"
 
+    def counts(self, method: str, path: str) -> bool:
+        return method == "POST" and path == "/v1/messages/count_tokens"
+
+    def count(self, request: FakeRequest) -> bytes:
+        body = require_dict(request.body, "The request body")
+        for key in ("max_tokens", "stream"):
+            if key in body:
+                raise RequestError(400, f"{key}: Extra inputs are not permitted")
+        self.decode_input(request, body)
+        return orjson.dumps({"input_tokens": estimate_tokens(body)})
+
     def decode(self, request: FakeRequest) -> None:
         body = require_dict(request.body, "The request body")
+        if isinstance(body.get("model"), str) and body["model"] and not isinstance(body.get("max_tokens"), int):
+            raise RequestError(400, "max_tokens: Field required")
+        self.decode_input(request, body)
+        request.stream = body.get("stream") is True
+
+    def decode_input(self, request: FakeRequest, body: dict[str, Any]) -> None:
+        """Model, system, messages, tools and tool choice: what a request and a token count share."""
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise RequestError(400, "model: Field required")
-        if not isinstance(body.get("max_tokens"), int):
-            raise RequestError(400, "max_tokens: Field required")
         request.model = model
         system = body.get("system")
         names: dict[str, str] = {}
@@ -171,7 +192,6 @@ class Protocol(FakeProtocol):
             kind = choice.get("type")
             named = {"any": "required", "tool": choice.get("name")}
             request.tool_choice = named.get(kind, kind) if isinstance(kind, str) else None
-        request.stream = body.get("stream") is True
 
     def encoder(self, request: FakeRequest, rng: random.Random) -> ResponseEncoder:
         return AnthropicEncoder(request, rng)

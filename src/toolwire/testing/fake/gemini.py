@@ -8,6 +8,10 @@ Thought parts carry `"thought": true`; the first part after thinking carries a `
 Function calls arrive whole (Gemini has no call ids and no argument streaming), all in one chunk;
 the last chunk is an empty text part with `finishReason` (`STOP` also for calls, or `MAX_TOKENS`).
 Errors are `{"error": {"code", "message", "status"}}`, inside the stream or as the HTTP body.
+
+`POST /v1beta/models/{model}:countTokens` takes `contents`, or a whole `generateContentRequest` (with
+its `model`, system instruction and tools), and answers `{"totalTokens": N, "promptTokensDetails":
+[...]}`; N is `estimate_tokens` of the `generateContentRequest` (or of `{"contents": ...}`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from ._base import (
     FinishKind,
     RequestError,
     ResponseEncoder,
+    estimate_tokens,
     json_text,
     random_alnum,
     require_dict,
@@ -166,8 +171,32 @@ class Protocol(FakeProtocol):
         return (method == "POST" and path.startswith(("/v1beta/models/", "/v1/models/"))
                 and path.endswith(":streamGenerateContent"))
 
-    def decode(self, request: FakeRequest) -> None:
+    def counts(self, method: str, path: str) -> bool:
+        return (method == "POST" and path.startswith(("/v1beta/models/", "/v1/models/"))
+                and path.endswith(":countTokens"))
+
+    def count(self, request: FakeRequest) -> bytes:
         body = require_dict(request.body, "The request body")
+        whole = body.get("generateContentRequest")
+        if whole is None:
+            counted: dict[str, Any] = {"contents": body.get("contents")}
+        elif "contents" in body:
+            raise RequestError(400, "contents and generateContentRequest are mutually exclusive; send one of "
+                                    "them.")
+        else:
+            counted = require_dict(whole, "generateContentRequest")
+            if not isinstance(counted.get("model"), str) or not counted["model"]:
+                raise RequestError(400, "* GenerateContentRequest.model: model is required\n")
+        self.decode_body(request, counted)
+        tokens = estimate_tokens(counted)
+        return google_json({"totalTokens": tokens,
+                            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": tokens}]}, indent=2) + b"\n"
+
+    def decode(self, request: FakeRequest) -> None:
+        self.decode_body(request, require_dict(request.body, "The request body"))
+
+    def decode_body(self, request: FakeRequest, body: dict[str, Any]) -> None:
+        """A GenerateContentRequest: the body of a request, or of a token count's `generateContentRequest`."""
         request.model = unquote(request.path.rsplit("/", 1)[-1].rsplit(":", 1)[0])
         request.options["sse"] = request.query.get("alt") == "sse"
         pending: list[str] = []
