@@ -21,8 +21,15 @@ from toolwire import (
     tool,
 )
 from toolwire.messages import Message
-from toolwire.testing import FakeProviderServer, FakeText, FakeToolCall, FakeTurn, FakeUsage
-from toolwire.testing.fake._base import FakeRequest, estimate_tokens
+from toolwire.testing import (
+    FakeProviderServer,
+    FakeRequest,
+    FakeText,
+    FakeToolCall,
+    FakeTurn,
+    FakeUsage,
+    estimate_tokens,
+)
 
 from .support import assert_valid_history
 

@@ -20,6 +20,7 @@ from .fake import (
     FakeToolCall as FakeToolCall,
     FakeTurn as FakeTurn,
     FakeUsage as FakeUsage,
+    estimate_tokens as estimate_tokens,
     load_script as load_script,
 )
 from .fake._auto import AutoResponder as AutoResponder
@@ -72,5 +73,6 @@ __all__ = [
     "ToolCall",
     "Turn",
     "cassette_transport",
+    "estimate_tokens",
     "load_script",
 ]

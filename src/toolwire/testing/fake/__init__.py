@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 from ...exceptions import UserError
-from ._base import FakeProtocol, FakeRequest
+from ._base import FakeProtocol, FakeRequest, estimate_tokens
 from ._turns import (
     FakeHTTPError,
     FakeMatch,
@@ -43,6 +43,7 @@ __all__ = [
     "FakeTurn",
     "FakeUsage",
     "Responder",
+    "estimate_tokens",
     "fake_protocol",
     "load_script",
 ]
