@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from toolwire import (
@@ -202,3 +203,21 @@ async def test_a_failed_count_raises_the_provider_error() -> None:
     assert caught.value.status_code == 401 and "wrong" not in str(caught.value)
     assert caught.value.messages == [Message.user("Hello")]
     assert sent(server) == [] and len(counts(server)) == 1
+
+
+async def test_the_fake_counting_endpoints_speak_the_providers_formats() -> None:
+    contents = [{"role": "user", "parts": [{"text": "Hello there"}]}]
+    async with FakeProviderServer("gemini") as gemini, FakeProviderServer("anthropic") as anthropic, \
+            httpx.AsyncClient() as client:
+        bare = await client.post(gemini.url + "/v1beta/models/m:countTokens", json={"contents": contents})
+        both = await client.post(gemini.url + "/v1beta/models/m:countTokens", json={
+            "contents": contents, "generateContentRequest": {"model": "models/m", "contents": contents}})
+        refused = await client.post(anthropic.url + "/v1/messages/count_tokens", json={
+            "model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "Hi"}]})
+    tokens = estimate_tokens({"contents": contents})
+    assert bare.status_code == 200
+    assert bare.json() == {"totalTokens": tokens, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": tokens}]}
+    assert both.status_code == 400 and both.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {"type": "invalid_request_error",
+                                       "message": "max_tokens: Extra inputs are not permitted"}
