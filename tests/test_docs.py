@@ -182,7 +182,7 @@ TESTED_ELSEWHERE = {
 CURL_SAMPLE = "tests/test_docs.py::test_the_curl_sample_follows_a_run_of_toolwire_serve"
 RUN_HERE = {
     "toolwire demo": "book_table failed",
-    "toolwire run fake \"What's the weather in Paris and Lima?\"": "get_weather returned",
+    "toolwire run fake \"What's the weather in Paris and Lima?\"": "Here is the weather",
     "toolwire replay --protocol openai-chat openai.sse": "get_weather",
     "toolwire replay --protocol anthropic anthropic.sse --json": '"finish_reason"',
 }

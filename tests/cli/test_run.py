@@ -95,6 +95,6 @@ def test_run_fake_answers_offline_with_the_demo_tools() -> None:
     messages = load_messages(done.stdout)
     calls = [p for m in messages for p in m.parts if isinstance(p, ToolCallPart)]
     assert [(c.name, c.arguments.get("city")) for c in calls] == [("get_weather", "Lima")]
-    assert messages[-1].role == "assistant" and "get_weather returned" in messages[-1].text
+    assert messages[-1].role == "assistant" and messages[-1].text.startswith("Here is the weather:\n\n- **Lima**: ")
     refused = toolwire("run", "fake", "hi", "--api-key", "sk-x", env=clean_env())
     assert refused.returncode == 1 and "takes no --base-url or --api-key" in refused.stderr

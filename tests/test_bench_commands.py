@@ -1,4 +1,4 @@
-"""bench/store_writes runs as the store guide gives it (at a small size here): both SQLite writers, no errors."""
+"""The benchmark commands the guides give run (at a small size here): the store writers, the model pool."""
 
 from __future__ import annotations
 
@@ -17,3 +17,10 @@ def test_the_store_bench_runs_both_writers_on_sqlite() -> None:
         header, _, row = done.stdout.strip().splitlines()[-3:]
         assert "commits" in header and row.startswith("| SQLite | 5 |") and row.endswith("| 0 |"), done.stdout
         assert "failed" not in done.stderr, done.stderr
+
+
+def test_the_model_pool_bench_runs() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench.model_pool", "--streams", "8", "--requests", "5", "--shards", "4"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("8 streams open: pool bookkeeping ") and "with 4 pools" in done.stdout, done.stdout
