@@ -140,6 +140,33 @@ async def test_an_operation_that_fails_in_a_batch_fails_alone(store: SQLStore) -
     assert (await store.get_chat(user.id, taken.id)) == taken
 
 
+async def test_the_same_message_twice_in_one_batch_starts_one_run(store: SQLStore) -> None:
+    """The second copy is refused ("already started") by the first's uncommitted run; the rollback that drops the
+    second from the batch undoes that run too, so the refusal cannot be final: it runs again after the commit and
+    gets the run that exists. Before, it got the id of a run that was never committed."""
+    user = await store.ensure_user("alice")
+    chats = [await store.create_chat(user.id, f"chat {i}") for i in range(8)]
+    starts: dict[str, list[tuple[str, bool]]] = {chat.id: [] for chat in chats}
+
+    async def start(chat_id: str) -> None:
+        begun = await store.start_run(chat_id, user_message=Message.user("same"), client_message_id="same",
+                                      owner="p", lease_seconds=30)
+        starts[chat_id].append((begun.run.id, begun.created))
+
+    with counting_commits(store) as commits:
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                for chat in chats:
+                    tg.start_soon(start, chat.id)
+    assert commits[0] < 32  # they shared batches, so copies of one message met in one transaction
+    for chat in chats:
+        ids = {run_id for run_id, _ in starts[chat.id]}
+        assert len(ids) == 1 and sum(created for _, created in starts[chat.id]) == 1, starts[chat.id]
+        stored = await store.get_run(chat.id, ids.pop())
+        assert stored is not None and stored.status == "running"
+        assert [row.messages[0].text for row in await store.list_messages(chat.id)] == ["same"]
+
+
 async def test_a_failing_operation_leaves_nothing_of_what_it_wrote(store: SQLStore) -> None:
     """`run_batch` directly: the failing operation had written a row before it raised; the row is gone, the
     others' rows are there."""

@@ -14,7 +14,9 @@ PostgreSQL on an asyncpg connection through `AsyncConnection.run_sync`, one roun
 
 Failures. An operation that raises (a refusal such as `RunConflict`, a constraint) fails alone: the
 transaction is rolled back and the batch is run again without it, so the others commit and it gets its own
-exception (no savepoint per operation, which would add two statements to each). An outage (`unavailable`:
+exception (no savepoint per operation, which would add two statements to each). A refusal is final only for
+the first operation of a transaction: a later one may have been refused because of what an earlier one wrote
+and the rollback undid, so it runs again, first in the next batch, once the others have committed. An outage (`unavailable`:
 the database away, a disk refusing writes) or a failed commit fails the whole batch: each of its callers gets
 its own `StoreUnavailable` and retries as it would have (the runner does, see `server/runner.py`).
 
@@ -51,7 +53,7 @@ keep it to a few ms while a turn boundary of hundreds of chats still commits in 
 class Operation(Generic[_T]):
     """One queued write: its function, then its value or its error once its batch is over."""
 
-    __slots__ = ("after_commit", "error", "finished", "function", "value", "woken")
+    __slots__ = ("after_commit", "error", "finished", "function", "rerun", "value", "woken")
 
     def __init__(self, function: Callable[[Connection], _T], after_commit: Callable[[_T], None] | None) -> None:
         self.function = function
@@ -59,6 +61,8 @@ class Operation(Generic[_T]):
         self.value: Any = None
         self.error: BaseException | None = None
         self.finished = False
+        self.rerun = False
+        """Refused after other operations of its transaction: run again first in the next batch (`run_batch`)."""
         self.woken = anyio.Event()
 
     def outcome(self) -> _T:
@@ -77,7 +81,7 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
         failed: Operation[Any] | None = None
         transaction = conn.begin()
         try:
-            for operation in todo:
+            for index, operation in enumerate(todo):
                 try:
                     operation.value = operation.function(conn)
                 except Exception as exc:
@@ -88,7 +92,15 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
                         break
                     if unavailable(exc):
                         raise
-                    operation.error, failed = exc, operation
+                    if index == 0:
+                        operation.error = exc
+                    else:
+                        # It may have been refused because of what an operation before it in this transaction
+                        # wrote (the same message sent twice: "already started", by a run that the rollback
+                        # has just undone). Its refusal is final only once nothing uncommitted precedes it: it
+                        # runs again first in the next batch, after the others have committed.
+                        operation.rerun = True
+                    failed = operation
                     break
             else:
                 transaction.commit()
@@ -195,6 +207,12 @@ class Writer:
             return
         if self._health.write_error is not None:
             self._health.succeeded(write=True)
+        again = [operation for operation in batch if operation.rerun]
+        if again:
+            batch = [operation for operation in batch if not operation.rerun]
+            for operation in again:
+                operation.rerun, operation.error, operation.value = False, None, None
+            self._queue.extendleft(reversed(again))
         self._resolve(batch, committed=True)
 
     @staticmethod
