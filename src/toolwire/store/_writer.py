@@ -16,9 +16,10 @@ Failures. An operation that raises (a refusal such as `RunConflict`, a constrain
 transaction is rolled back and the batch is run again without it, so the others commit and it gets its own
 exception (no savepoint per operation, which would add two statements to each). A refusal is final only for
 the first operation of a transaction: a later one may have been refused because of what an earlier one wrote
-and the rollback undid, so it runs again, first in the next batch, once the others have committed. An outage (`unavailable`:
-the database away, a disk refusing writes) or a failed commit fails the whole batch: each of its callers gets
-its own `StoreUnavailable` and retries as it would have (the runner does, see `server/runner.py`).
+and the rollback undid, so it runs again, first in the next batch, once the others have committed. An outage
+(`unavailable`: the database away, a disk refusing writes) or a failed commit fails the whole batch: each of
+its callers gets its own `StoreUnavailable` and retries as it would have (the runner does, see
+`server/runner.py`).
 
 Cancellation. A caller is shielded while its operation is queued or running: it is written (or refused)
 whatever happens to the caller, and the caller's cancellation takes effect once it returns, as every store
