@@ -95,23 +95,27 @@ class InvalidToolCallPart:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultPart:
-    """The result of running a tool call; `result` is any JSON value."""
+    """The result of running a tool call; `result` is any JSON value, `files` what the tool returned as files
+    (images, PDFs), sent to the model where its API takes files in tool results."""
 
     call_id: str
     name: str
     result: Any
     is_error: bool = False
+    files: list[FilePart] = field(default_factory=list)
     type: Literal["tool_result"] = "tool_result"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FilePart:
-    """An image or other file, inline (`data`, base64) or by `url`."""
+    """An image or other file, inline (`data`, base64), by `url`, or by `blob_id`: a reference into the
+    server's blob store, replaced by the bytes before a provider request."""
 
     media_type: str
     data: str | None = None
     url: str | None = None
     name: str | None = None
+    blob_id: str | None = None
     type: Literal["file"] = "file"
 
 
