@@ -85,7 +85,13 @@ from .models import (
     get_model as get_model,
 )
 from .settings import ModelSettings as ModelSettings
-from .tools import RunContext as RunContext, Tool as Tool, ToolDefinition as ToolDefinition, tool as tool
+from .tools import (
+    RunContext as RunContext,
+    Tool as Tool,
+    ToolDefinition as ToolDefinition,
+    ToolReturn as ToolReturn,
+    tool as tool,
+)
 from .toolsets import FunctionToolset as FunctionToolset, Toolset as Toolset
 
 __version__ = "0.1.0"
@@ -158,6 +164,7 @@ __all__ = [
     "ToolResultEvent",
     "ToolResultPart",
     "ToolRetriesExceeded",
+    "ToolReturn",
     "ToolStartedEvent",
     "Toolset",
     "ToolwireError",

@@ -37,12 +37,24 @@ from typing_extensions import TypeVar
 
 from .events import Usage
 from .exceptions import ToolError, UserError
-from .messages import Message, ToolCallPart
+from .messages import FilePart, Message, ToolCallPart
 
 if TYPE_CHECKING:
     from .models import Model
 
-__all__ = ["ApprovalPredicate", "DepsT", "RunContext", "Tool", "ToolDefinition", "approval_needed", "tool"]
+__all__ = [
+    "ApprovalPredicate", "DepsT", "RunContext", "Tool", "ToolDefinition", "ToolReturn", "approval_needed", "tool",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReturn:
+    """What a tool returns when its result includes files: `value` is the JSON result the model reads,
+    `files` the images or documents that go with it (a chart, a screenshot, a PDF)."""
+
+    value: Any
+    files: Sequence[FilePart] = ()
+
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -23,7 +23,7 @@ import anyio
 
 from ..exceptions import ModelRetry, ToolError, UserError
 from ..messages import InvalidToolCallPart, ToolCallPart, ToolResultPart, to_jsonable
-from ..tools import RunContext, Tool, ToolDefinition
+from ..tools import RunContext, Tool, ToolDefinition, ToolReturn
 
 __all__ = [
     "CANCELLED",
@@ -142,7 +142,7 @@ class Toolbox:
                 logger.warning("Tool %r (call %s) did not finish within %g seconds and was stopped.", call.name,
                                call.id, timeout)
             else:
-                result = ToolResultPart(call_id=call.id, name=call.name, result=to_jsonable(value))
+                result = _result_part(call, value)
         except ModelRetry as exc:
             result, exception, retry = error_result(call, _safe_str(exc)), exc, True
             logger.info("Tool %r (call %s) asked the model to try again: %s", call.name, call.id,
@@ -197,3 +197,9 @@ def results_in_order(
             result = invalid_call_result(call) if isinstance(call, InvalidToolCallPart) else error_result(call, missing)
         ordered.append(result)
     return ordered
+
+
+def _result_part(call: ToolCallPart, value: Any) -> ToolResultPart:
+    if isinstance(value, ToolReturn):
+        return ToolResultPart(call_id=call.id, name=call.name, result=to_jsonable(value.value), files=list(value.files))
+    return ToolResultPart(call_id=call.id, name=call.name, result=to_jsonable(value))
