@@ -8,7 +8,6 @@ the test workers run it beside the wheel and sdist installs.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import time
@@ -20,6 +19,7 @@ import yaml
 
 from tests.services import PostgresCluster, RedisServer, free_port
 from tests.test_install import chat_once, fresh_venv, stop_serve
+from tests.wheelhouse import offline_pip_env, wheelhouse
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,10 +52,11 @@ def compose_services(postgres_cluster: PostgresCluster, redis_server: RedisServe
 
 
 @pytest.mark.timeout(900)
-def test_the_compose_command_line_serves_on_postgres_and_redis(compose_services: tuple[str, str],
-                                                              tmp_path: Path) -> None:
+def test_the_compose_command_line_serves_on_postgres_and_redis(compose_services: tuple[str, str], tmp_path: Path,
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
     """The toolwire service's `sh -c` line as written, in a fresh venv (the image's pip), from this checkout,
-    with only the addresses changed: the test's PostgreSQL and Redis, a free port, a tokens file here."""
+    with only the addresses changed: the test's PostgreSQL and Redis, a free port, a tokens file here. pip
+    resolves against the run's one download of the dependencies (tests/wheelhouse.py)."""
     db_url, redis_url = compose_services
     port = free_port()
     (tmp_path / "tokens.txt").write_text("alice a-long-random-token-for-alice\n")
@@ -66,7 +67,7 @@ def test_the_compose_command_line_serves_on_postgres_and_redis(compose_services:
             .replace("--port 8000", f"--port {port}")
             .replace("/etc/toolwire/tokens.txt", str(tmp_path / "tokens.txt")))
     bin_dir = fresh_venv(tmp_path / "venv")
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env = offline_pip_env(wheelhouse(tmp_path_factory))
     env.update(PATH=f"{bin_dir}:{env.get('PATH', '')}", OPENAI_API_KEY="")
     out = tmp_path / "compose.out"
     with out.open("wb") as sink:

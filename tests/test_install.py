@@ -1,10 +1,12 @@
 """Packaging: the sdist and the wheel a package index would get, installed as the docs say, start what they promise.
 
 One build per test session (`dist`, with the backend pip would use and no download): `twine check` and the
-metadata; then, for the wheel and for the sdist each, a fresh virtualenv where the bare library imports
-without rich or uvicorn and names the extras it lacks, `pip install '<artifact>[server]'` then
-`toolwire serve` runs a chat on its defaults, and `[otel]` is enough for the tracing guide's sample (the
-compose file's command line is tests/test_compose.py). Packages come from PyPI through pip's cache.
+metadata; then a fresh virtualenv where the bare wheel imports without rich or uvicorn and names the extras it
+lacks, `pip install '<wheel>[server]'` then `toolwire serve` runs a chat on its defaults, and `[otel]` is enough
+for the tracing guide's sample. The sdist is checked by what pip makes of it: the wheel pip builds from the
+sdist holds exactly the files of the wheel that was tested (the compose file's command line, which installs
+from a checkout, is tests/test_compose.py). Dependencies come from one download per test run
+(tests/wheelhouse.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import httpx
 import pytest
 
 import toolwire
+from tests.wheelhouse import offline_pip_env, wheelhouse
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -53,9 +56,14 @@ def fresh_venv(folder: Path) -> Path:
     return folder / "bin"
 
 
-def pip_install(bin_dir: Path, requirement: str, cwd: Path) -> None:
-    run(bin_dir / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", requirement, cwd=cwd,
-        timeout=600)
+def pip_install(bin_dir: Path, requirement: str, cwd: Path, packages: Path) -> None:
+    run(bin_dir / "python", "-m", "pip", "install", "-q", requirement, cwd=cwd, timeout=600,
+        env=offline_pip_env(packages))
+
+
+@pytest.fixture(scope="session")
+def packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return wheelhouse(tmp_path_factory)
 
 
 def test_twine_check_and_the_metadata_an_index_shows(dist: dict[str, Path]) -> None:
@@ -178,19 +186,38 @@ def tracing_sample() -> str:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("artifact", ["wheel", "sdist"])
-def test_install_lean_then_server_then_otel(artifact: str, dist: dict[str, Path], tmp_path: Path) -> None:
-    """From the wheel, and from the sdist (pip builds it), in a fresh venv: what each documented extra runs."""
+def test_the_sdist_builds_the_wheel_that_was_tested(dist: dict[str, Path], packages: Path, tmp_path: Path) -> None:
+    """pip builds a wheel from the sdist (as it does for `pip install toolwire-X.tar.gz`); that wheel has the
+    same files as the tested one, so what the wheel's tests show holds for the sdist too. (`python -m build`
+    makes its wheel from the sdist as well, so a file the sdist lacks is missing from the tested wheel.)"""
+    out = tmp_path / "built"
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", out, dist["sdist"], cwd=tmp_path,
+        timeout=600, env=offline_pip_env(packages))
+    (built,) = out.glob("toolwire-*.whl")
+
+    def contents(wheel: Path) -> dict[str, bytes]:
+        with zipfile.ZipFile(wheel) as archive:
+            # RECORD lists hashes of the files compared here; it differs only where they do.
+            return {n: archive.read(n) for n in archive.namelist() if not n.endswith(".dist-info/RECORD")}
+
+    tested, from_sdist = contents(dist["wheel"]), contents(built)
+    assert sorted(from_sdist) == sorted(tested)
+    assert [n for n in tested if tested[n] != from_sdist[n]] == []
+
+
+@pytest.mark.timeout(900)
+def test_install_lean_then_server_then_otel(dist: dict[str, Path], packages: Path, tmp_path: Path) -> None:
+    """From the wheel in a fresh venv: what each documented extra runs."""
     bin_dir = fresh_venv(tmp_path / "venv")
-    path = dist[artifact]
-    pip_install(bin_dir, str(path), tmp_path)
+    path = dist["wheel"]
+    pip_install(bin_dir, str(path), tmp_path, packages)
     assert run(bin_dir / "python", "-c", BARE_CHECK, cwd=tmp_path).stdout == "installed\n"
     bare = subprocess.run([bin_dir / "toolwire", "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert bare.returncode == 1 and "pip install 'toolwire[cli]'" in bare.stderr and "from a checkout" in bare.stderr
 
     # The docs' server install, `pip install '/path/to/toolwire[server]'`, then `toolwire serve`; with the otel
     # extra in the same pip run (it adds only OpenTelemetry, none of what `serve` needs) to save an install.
-    pip_install(bin_dir, f"{path}[server,otel]", tmp_path)
+    pip_install(bin_dir, f"{path}[server,otel]", tmp_path, packages)
     assert run(bin_dir / "toolwire", "--version", cwd=tmp_path).stdout == f"toolwire {toolwire.__version__}\n"
     process, base, token = start_serve(bin_dir, tmp_path, "--port", "0")
     try:
