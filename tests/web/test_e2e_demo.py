@@ -134,6 +134,9 @@ def test_a_tab_stays_signed_in_across_a_restart_and_asks_for_a_token_once_it_is_
     serve.start()  # the same command again: the kept token
     assert serve.token == token
     page.send("Hello again!")  # the open tab, never reloaded
+    # The second turn is drawn before its run's status is read: until then the last status is the first run's.
+    expect(page.page.locator(".user-message")).to_have_count(2, timeout=15_000)
+    expect(page.page.locator(".run")).to_have_count(2, timeout=15_000)
     page.expect_last_run_status("completed", timeout=15_000)
     expect(page.page.locator("#login")).to_be_hidden()
     page.reload()
