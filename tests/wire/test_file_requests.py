@@ -30,7 +30,7 @@ from toolwire.wire import protocol_class
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 PDF = base64.b64encode(b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n").decode()
-NOTES = base64.b64encode("Milk\nEggs\n".encode()).decode()
+NOTES = base64.b64encode(b"Milk\nEggs\n").decode()
 IMAGE = FilePart(media_type="image/png", data=PNG, name="dot.png")
 REPORT = FilePart(media_type="application/pdf", data=PDF, name="report.pdf")
 IMAGE_URL = FilePart(media_type="image/jpeg", url="https://example.com/cat.jpg")
@@ -45,7 +45,7 @@ def recorded_user(relative: str) -> tuple[str, dict[str, Any]]:
     body = orjson.loads(fixture_path(relative).read_bytes())
     for key in ("messages", "input", "contents"):
         if key in body:
-            return body["model"] if "model" in body else "gemini-2.5-flash", body[key][0]
+            return body.get("model", "gemini-2.5-flash"), body[key][0]
     raise AssertionError(relative)
 
 

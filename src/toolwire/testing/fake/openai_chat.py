@@ -21,6 +21,8 @@ from typing import Any
 import orjson
 
 from ...messages import FilePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ...wire._files import RESULT_FILES_INTRO
+from ...wire.mistral import TOOL_RESULTS_BRIDGE
 from ._base import (
     FakeProtocol,
     FakeRequest,
@@ -37,7 +39,6 @@ from ._base import (
     sse,
     tool_definition,
 )
-from ...wire.mistral import TOOL_RESULTS_BRIDGE
 from ._files import attach_result_files, file_from_url, text_part
 from ._turns import FakeStreamError, FakeText, FakeThinking, FakeToolCall, FakeTurn, FakeUsage
 
@@ -61,13 +62,11 @@ def decode_chat_messages(raw_messages: list[Any]) -> list[Message]:
         entry = require_dict(raw, "Each message")
         role = entry.get("role")
         user_parts = chat_user_parts(entry.get("content")) if role == "user" else []
-        if role == "user" and not results and _bridged_results(out):
+        if role == "user" and not results and _bridged_results(out) and _opens_with_result_files(user_parts):
             # Mistral's request has a short assistant turn between the results and their files (see
-            # `toolwire.wire.mistral`): the files go back onto those results and the bridge is dropped.
-            if attach_result_files(out[-2].parts, user_parts) == []:
-                out.pop()
-                results = out.pop().parts
-                continue
+            # `toolwire.wire.mistral`): the bridge is dropped and the files go back onto those results.
+            out.pop()
+            results = out.pop().parts
         if role == "user" and results:
             rest = attach_result_files(results, user_parts)
             if rest is not None:
@@ -113,6 +112,10 @@ def _bridged_results(out: list[Message]) -> bool:
     return (len(out) >= 2 and out[-1].role == "assistant" and out[-1].text == TOOL_RESULTS_BRIDGE
             and not out[-1].tool_calls and bool(out[-2].parts)
             and all(isinstance(p, ToolResultPart) for p in out[-2].parts))
+
+
+def _opens_with_result_files(parts: list[Part]) -> bool:
+    return bool(parts) and isinstance(parts[0], TextPart) and RESULT_FILES_INTRO.match(parts[0].text) is not None
 
 
 def chat_user_parts(content: Any) -> list[Part]:
