@@ -26,12 +26,12 @@ the server as the model wrote them (the server validates them against its schema
 `MCPServer(timeout=...)` bound a call, and approval rules apply.
 
 Results: structured content when the server gives it, else the text (several text blocks joined by
-newlines); content that is not text (images, audio, binary resources) cannot reach the model, since
-tool results travel as JSON on every wire protocol: it is described in the result (kind, media type,
-size) and handed to the application whole in `ToolResultEvent.metadata["files"]` (`{"type": "file",
-"media_type", "data" (base64), "name"}`). An error result from the server, the server dying mid-call,
-a hung call stopped by the timeout and a connection that is gone are all error results: the run goes
-on and its history stays valid.
+newlines); content that is not text (images, audio, binary resources) becomes the result's files
+(`ToolResultPart.files`), which each provider receives where its API takes files in tool results (see
+the files-and-providers guide); the JSON result describes them (kind, media type, size) where they stood,
+and `ToolResultEvent.metadata["files"]` still hands them to the application. An error result from the
+server, the server dying mid-call, a hung call stopped by the timeout and a connection that is gone are
+all error results: the run goes on and its history stays valid.
 
 The connection lives in a task of its own, so a transport that fails (a server killed mid-request)
 ends only the connection, never the task that opened it. A dead server's tools stay listed and answer
@@ -61,8 +61,10 @@ import anyio.abc
 
 from ._install import install_hint
 from .exceptions import MCPServerError, ToolError, UserError
-from .tools import ApprovalPredicate, RunContext, Tool, check_retries
+from .messages import FilePart
+from .tools import ApprovalPredicate, RunContext, Tool, ToolReturn, check_retries
 from .toolsets import Toolset
+from .wire._files import decoded_size
 
 try:
     import httpx2
@@ -642,26 +644,31 @@ def _http_status(exc: BaseException) -> int | None:
 
 
 def _result_value(name: str, result: mcp_types.CallToolResult, context: RunContext[Any]) -> Any:
-    """An MCP tool result as toolwire's result value (or `ToolError` for an error result)."""
+    """An MCP tool result as toolwire's result value (or `ToolError` for an error result).
+
+    Images, audio and binary resources become the result's files (`ToolReturn.files`, then
+    `ToolResultPart.files`): each provider receives them where its API takes files in tool results, and the
+    JSON result describes them (kind, media type, size) where they stood among the content."""
     texts: list[str] = []
     items: list[Any] = []
-    files: list[dict[str, Any]] = []
+    files: list[FilePart] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
             texts.append(block.text)
             items.append({"type": "text", "text": block.text})
         elif isinstance(block, (mcp_types.ImageContent, mcp_types.AudioContent)):
-            files.append(_file(block.mime_type, block.data, None))
-            items.append(_not_shown(block.type, block.mime_type, block.data))
+            files.append(FilePart(media_type=block.mime_type, data=block.data))
+            items.append(_described(block.type, files[-1]))
         elif isinstance(block, mcp_types.EmbeddedResource):
             resource = block.resource
             if isinstance(resource, mcp_types.TextResourceContents):
                 texts.append(resource.text)
                 items.append({"type": "resource", "uri": str(resource.uri), "text": resource.text})
             else:
-                media_type = resource.mime_type or "application/octet-stream"
-                files.append(_file(media_type, resource.blob, str(resource.uri)))
-                items.append({**_not_shown("resource", media_type, resource.blob), "uri": str(resource.uri)})
+                uri = str(resource.uri)
+                files.append(FilePart(media_type=resource.mime_type or "application/octet-stream",
+                                      data=resource.blob, name=_file_name(uri)))
+                items.append({**_described("resource", files[-1]), "uri": uri})
         elif isinstance(block, mcp_types.ResourceLink):
             link = {"type": "resource_link", "uri": str(block.uri), "name": block.name}
             if block.description:
@@ -670,27 +677,32 @@ def _result_value(name: str, result: mcp_types.CallToolResult, context: RunConte
         else:
             items.append({"type": getattr(block, "type", "unknown")})
     if files:
-        context.metadata.setdefault("files", []).extend(files)
+        # Kept for applications written before results carried files.
+        context.metadata.setdefault("files", []).extend(
+            {"type": "file", "media_type": f.media_type, "data": f.data, "url": None, "name": f.name} for f in files)
     if result.is_error:
         message = "\n".join(texts).strip() or f"The MCP tool {name!r} reported an error without a message."
         raise ToolError(message)
     if result.structured_content is not None:
-        return result.structured_content
-    if not items:
-        return None
-    if len(texts) == len(items):
-        return "\n".join(texts)
-    return items
+        value: Any = result.structured_content
+    elif not items:
+        value = None
+    elif len(texts) == len(items):
+        value = "\n".join(texts)
+    else:
+        value = items
+    return ToolReturn(value, files=files) if files else value
 
 
-def _file(media_type: str, data: str, name: str | None) -> dict[str, Any]:
-    return {"type": "file", "media_type": media_type, "data": data, "url": None, "name": name}
+def _file_name(uri: str) -> str:
+    """A resource's file name: the last segment of its URI's path (the URI itself when there is none)."""
+    path = urlsplit(uri).path.rstrip("/")
+    return path.rsplit("/", 1)[-1] or uri
 
 
-def _not_shown(kind: str, media_type: str, data: str) -> dict[str, Any]:
-    size = len(data) * 3 // 4 - data[-2:].count("=")
-    return {"type": kind, "media_type": media_type, "bytes": size,
-            "note": "Not included here: tool results reach the model as text. The application received it."}
+def _described(kind: str, file: FilePart) -> dict[str, Any]:
+    """A file where it stood in the result's content: its kind, type and size (the bytes go as a file)."""
+    return {"type": kind, "media_type": file.media_type, "bytes": decoded_size(file) or 0}
 
 
 def _describe(exc: BaseException) -> str:

@@ -8,7 +8,8 @@ Tools: `add` and `shout` (plain), `fail` (an error result), `slow` (writes the s
 $MCP_PID_FILE, then sleeps: a test kills the server mid-call), `hang` (never returns), `grow` (adds the
 tool `extra` and announces the list change), `picture` (text and an image); with $MCP_WHOAMI set, also
 `whoami` (the request's `x-team` header and the `_meta` the client sent; opt-in so that the tool lists
-other tests assert stay as they are).
+other tests assert stay as they are); with $MCP_FILES set, also `report` (text, an image and an
+embedded PDF resource).
 
 $MCP_INSTRUCTIONS becomes the server's `instructions`; over HTTP, $MCP_TOKEN makes every request need
 `Authorization: Bearer <token>` (401 without it, as hosted servers answer).
@@ -24,7 +25,7 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ImageContent, TextContent
+from mcp_types import BlobResourceContents, EmbeddedResource, ImageContent, TextContent
 
 server = MCPServer("toolwire-test", log_level="WARNING", instructions=os.environ.get("MCP_INSTRUCTIONS") or None)
 logging.getLogger("mcp").setLevel(logging.WARNING)
@@ -100,6 +101,19 @@ def whoami(ctx: Context) -> dict[str, Any]:
 
 if os.environ.get("MCP_WHOAMI"):
     server.tool()(whoami)
+
+PDF = "JVBERi0xLjQKJSVFT0YK"  # "%PDF-1.4\n%%EOF\n"
+
+
+def report() -> list[TextContent | ImageContent | EmbeddedResource]:
+    """A caption, a chart and the report itself as an embedded binary resource."""
+    pdf = BlobResourceContents(uri="file:///reports/q3.pdf", mime_type="application/pdf", blob=PDF)
+    return [TextContent(type="text", text="Q3 report"), ImageContent(type="image", data=PNG, mime_type="image/png"),
+            EmbeddedResource(type="resource", resource=pdf)]
+
+
+if os.environ.get("MCP_FILES"):
+    server.tool()(report)
 
 
 def require_token(app: Any, token: str) -> Any:

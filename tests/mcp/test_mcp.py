@@ -12,10 +12,12 @@ import anyio
 import pytest
 
 from tests.agent.support import assert_valid_history, results_of
-from toolwire import Agent, MCPServerError, ToolResultEvent, UserError
+from toolwire import Agent, FilePart, MCPServerError, ToolResultEvent, UserError
 from toolwire.mcp import MCPServer, servers_from_specs
-from toolwire.testing import Delay, ScriptedModel, ToolCall
+from toolwire.testing import Delay, FakeProviderServer, ScriptedModel, ToolCall
+from toolwire.testing.fake import FakeText, FakeToolCall, FakeTurn
 
+from .server import PDF, PNG
 from .support import http_process, kill_when_busy, process_gone, stdio_server
 
 pytestmark = pytest.mark.anyio
@@ -179,6 +181,24 @@ async def test_non_text_content_is_described_to_the_model_and_handed_to_the_appl
     assert "data" not in image  # the model never receives the bytes as text
     (file,) = events[0].metadata["files"]
     assert file["media_type"] == "image/png" and file["data"].startswith("iVBORw0KGgo")
+
+
+async def test_images_and_binary_resources_become_the_results_files_and_reach_the_provider() -> None:
+    turns = [FakeTurn(parts=[FakeToolCall(name="report", arguments={})]), FakeTurn(parts=[FakeText(text="Read.")])]
+    async with FakeProviderServer("anthropic", turns) as provider, stdio_server(env={"MCP_FILES": "1"}) as server:
+        result = await Agent(provider.model(), toolsets=[server]).run("The Q3 report, please.")
+    (report,) = results_of(result.messages)
+    assert report.files == [FilePart(media_type="image/png", data=PNG),
+                            FilePart(media_type="application/pdf", data=PDF, name="q3.pdf")]
+    text, image, resource = report.result  # the JSON result says where each file stood
+    assert text == {"type": "text", "text": "Q3 report"}
+    assert image == {"type": "image", "media_type": "image/png", "bytes": 70}
+    assert resource == {"type": "resource", "media_type": "application/pdf", "bytes": 15,
+                        "uri": "file:///reports/q3.pdf"}
+    # The provider received them in the tool_result's content (read back by the fake Anthropic server).
+    (received,) = provider.requests[1].pending_results()
+    assert received.files == [FilePart(media_type="image/png", data=PNG),
+                              FilePart(media_type="application/pdf", data=PDF, name="q3.pdf")]
 
 
 async def test_prefixed_and_filtered_toolsets_over_one_connection() -> None:

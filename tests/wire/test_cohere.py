@@ -446,5 +446,5 @@ def test_user_images_and_unsupported_files() -> None:
     ]}]
     assert body["k"] == 5
     pdf = Message(role="user", parts=[FilePart(media_type="application/pdf", url="https://example.com/a.pdf")])
-    with pytest.raises(UserError, match="accept images but not application/pdf files"):
+    with pytest.raises(UserError, match="Cohere Chat v2 cannot take an application/pdf file"):
         Protocol().build_request("m", [pdf], (), {})

@@ -272,9 +272,9 @@ def test_tool_choice_none_leaves_the_tools_out() -> None:
 
 
 def test_images_by_url_and_other_files_are_refused_with_a_clear_error() -> None:
-    with pytest.raises(UserError, match="cannot fetch images by URL"):
+    with pytest.raises(UserError, match="Ollama takes image files only inline, not by URL"):
         build([Message(role="user", parts=[FilePart(media_type="image/png", url="https://example.com/a.png")])])
-    with pytest.raises(UserError, match="accepts only images"):
+    with pytest.raises(UserError, match="Ollama cannot take an application/pdf file in a message: it accepts images"):
         build([Message(role="user", parts=[FilePart(media_type="application/pdf", data="JVBERi0=")])])
 
 

@@ -408,8 +408,16 @@ class WireProtocol(ABC):
     name: ClassVar[str]
     """The protocol's name as `toolwire replay --protocol` and the provider table use it."""
 
+    display_name: ClassVar[str] = ""
+    """The API's name in error messages ("OpenAI Chat Completions")."""
+
     def __init__(self, provider: Provider | None = None) -> None:
         self.provider = provider
+
+    def who(self) -> str:
+        """The API and host a request goes to, as error messages name them."""
+        api = self.display_name or self.name
+        return f"{api} (provider {self.provider.name!r})" if self.provider is not None else api
 
     def option(self, key: str, default: Any = None) -> Any:
         """A host quirk from the provider configuration."""

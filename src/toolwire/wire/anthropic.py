@@ -40,8 +40,6 @@ writes), so it means the same as on the OpenAI protocols; the cache counts are a
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import re
 from collections.abc import Callable, Sequence
@@ -66,6 +64,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
+from ._files import files_note, is_image, is_pdf, is_text, no_url, not_accepted, resolved, text_of
 from ._values import count, deep, need_dict, need_str, opt_str, wrong
 
 __all__ = [
@@ -421,6 +420,7 @@ class Protocol(WireProtocol):
     """
 
     name = "anthropic"
+    display_name = "Anthropic Messages"
 
     def endpoint(self, model: str, settings: ModelSettings) -> str:
         return "/v1/messages"
@@ -598,7 +598,7 @@ class Protocol(WireProtocol):
         for part in message.parts:
             if isinstance(part, ToolResultPart):
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": map_call_id(part.call_id)}
-                content = _result_content(part)
+                content = self.map_result(part)
                 if content:
                     block["content"] = content
                 if part.is_error:
@@ -611,31 +611,43 @@ class Protocol(WireProtocol):
                 blocks.append(self.map_file(part))
         return blocks
 
+    def map_result(self, part: ToolResultPart) -> str | list[dict[str, Any]]:
+        """A `tool_result`'s content: its text, or with files a list of the text and `image` / `document`
+        blocks (files Anthropic cannot take are named in a note instead)."""
+        text = _result_content(part)
+        if not part.files:
+            return text
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        skipped: list[FilePart] = []
+        for file in part.files:
+            file = resolved(file, self.who())
+            try:
+                blocks.append(self.map_file(file))
+            except UserError:
+                skipped.append(file)
+        if skipped:
+            blocks.append({"type": "text", "text": files_note(skipped, self.who())})
+        return blocks
+
     def map_file(self, part: FilePart) -> dict[str, Any]:
         """An image, PDF or plain-text file as an `image` or `document` block."""
+        who = self.who()
+        part = resolved(part, who)
         media = part.media_type
-        if media.startswith("image/") or media == "application/pdf":
-            if part.url:
-                source: dict[str, Any] = {"type": "url", "url": part.url}
-            elif part.data:
-                source = {"type": "base64", "media_type": media, "data": part.data}
+        if is_image(part) or is_pdf(part):
+            if part.data is not None:
+                source: dict[str, Any] = {"type": "base64", "media_type": media, "data": part.data}
             else:
-                raise UserError(f"The file {part.name or media!r} has neither data nor a url; give one of them.")
-            if media.startswith("image/"):
+                source = {"type": "url", "url": part.url}
+            if is_image(part):
                 return {"type": "image", "source": source}
             return self._document(source, part)
-        if media.startswith("text/") and part.data:
-            try:
-                text = base64.b64decode(part.data, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError) as exc:
-                raise UserError(
-                    f"The text file {part.name or media!r} must carry base64-encoded UTF-8 data ({exc})."
-                ) from exc
-            return self._document({"type": "text", "media_type": "text/plain", "data": text}, part)
-        raise UserError(
-            f"Anthropic accepts images, PDFs and inline plain-text files; the file {part.name or media!r} "
-            f"has media type {media!r}{' and only a url' if part.url else ''}. Convert it to one of those."
-        )
+        if is_text(part):
+            if part.data is None:
+                raise no_url(who, part, "plain-text")
+            return self._document({"type": "text", "media_type": "text/plain", "data": text_of(part, who)}, part)
+        raise not_accepted(who, part, "images and PDFs (inline or by URL) and plain-text files (inline)",
+                           "Convert the file to one of those, or extract its text and send that.")
 
     def _document(self, source: dict[str, Any], part: FilePart) -> dict[str, Any]:
         block: dict[str, Any] = {"type": "document", "source": source}

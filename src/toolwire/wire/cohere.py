@@ -47,6 +47,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
+from ._files import data_url, files_note, is_image, is_text, not_accepted, resolved, text_block
 from ._values import count, need_dict, need_str, opt_str, wrong
 
 __all__ = ["CohereParser", "Protocol"]
@@ -196,6 +197,7 @@ class Protocol(WireProtocol):
     """Cohere v2 chat (`POST /v2/chat`, `stream: true`)."""
 
     name = "cohere"
+    display_name = "Cohere Chat v2"
 
     def endpoint(self, model: str, settings: ModelSettings) -> str:
         return "/v2/chat"
@@ -305,19 +307,39 @@ class Protocol(WireProtocol):
     def map_user(self, message: Message) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         content: list[dict[str, Any]] = []
+        has_files = False
         for part in message.parts:
             if isinstance(part, ToolResultPart):
-                out.append({"role": "tool", "tool_call_id": part.call_id, "content": [_result_item(part)]})
+                items = [_result_item(part)]
+                if part.files:
+                    # Cohere's tool messages hold text and documents only, and its tool-calling models
+                    # read no images: the files are named for the model instead.
+                    files = [resolved(f, self.who()) for f in part.files]
+                    items.append({"type": "text", "text": files_note(files, self.who())})
+                out.append({"role": "tool", "tool_call_id": part.call_id, "content": items})
             elif isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, FilePart):
-                content.append(_file_item(part))
+                content.append(self.map_file(part))
+                has_files = True
         if content:
-            if all(c["type"] == "text" for c in content):
+            if not has_files:
                 out.append({"role": "user", "content": "".join(c["text"] for c in content)})
             else:
                 out.append({"role": "user", "content": content})
         return out
+
+    def map_file(self, part: FilePart) -> dict[str, Any]:
+        """An image (inline or by URL) as `image_url` content; an inline text file as text."""
+        who = self.who()
+        part = resolved(part, who)
+        if is_image(part):
+            return {"type": "image_url", "image_url": {"url": data_url(part)}}
+        if is_text(part):
+            return {"type": "text", "text": text_block(part, who)}
+        raise not_accepted(who, part, "images (inline or by URL) and plain-text files (inline)",
+                           "Extract the file's text and send it as text (or pass it as a Cohere document "
+                           "through extra_body).")
 
 
 def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:

@@ -48,6 +48,7 @@ import orjson
 from .._accumulate import Accumulator, ToolCallBuilder
 from .._sse import MAX_EVENT_BYTES, EventTooLarge, SSEDecoder
 from ..events import FinishReason, Usage
+from ..exceptions import UserError
 from ..messages import (
     FilePart,
     InvalidToolCallPart,
@@ -60,6 +61,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import StreamParser, WireProtocol, sse_prefix
+from ._files import files_note, is_image, is_pdf, not_accepted, resolved
 from ._gemini_arguments import StreamedArguments
 from ._values import count, need_dict, need_list, need_str, opt_str, wrong
 
@@ -503,6 +505,7 @@ class Protocol(WireProtocol):
     """Gemini `POST /models/{model}:streamGenerateContent?alt=sse`."""
 
     name = "gemini"
+    display_name = "Gemini"
 
     def endpoint(self, model: str, settings: ModelSettings) -> str:
         model = model.removeprefix("models/")
@@ -657,6 +660,7 @@ class Protocol(WireProtocol):
         # Gemini pairs responses with calls by position and name: answer in the order of the calls.
         results.sort(key=lambda r: order.get(r.call_id, len(order)))
         parts: list[dict[str, Any]] = []
+        alongside: list[dict[str, Any]] = []
         for result in results:
             call = by_id.get(result.call_id)
             response: dict[str, Any] = {"name": result.name or (call.name if call else ""),
@@ -665,6 +669,9 @@ class Protocol(WireProtocol):
             if data and data.get("id") == result.call_id:
                 response["id"] = result.call_id
             parts.append({"functionResponse": response})
+            if result.files:
+                alongside.extend(self.map_result_files(result, response))
+        parts.extend(alongside)
         for part in message.parts:
             if isinstance(part, TextPart):
                 parts.append({"text": part.text})
@@ -672,11 +679,47 @@ class Protocol(WireProtocol):
                 parts.append(self.map_file(part))
         return parts
 
+    def map_result_files(self, result: ToolResultPart, response: dict[str, Any]) -> list[dict[str, Any]]:
+        """Put a result's files into its `functionResponse` (`parts`, Gemini 3's multimodal function responses:
+        images, PDFs and plain text), or with the provider option `tool_result_files="alongside"` (models before
+        Gemini 3) return them as parts that follow the round's responses. Files that cannot go are named in
+        the response's `files_not_shown`."""
+        who = self.who()
+        alongside = self.option("tool_result_files", "parts") == "alongside"
+        blobs: list[dict[str, Any]] = []
+        skipped: list[FilePart] = []
+        for file in result.files:
+            file = resolved(file, who)
+            if not alongside and not (is_image(file) or is_pdf(file) or file.media_type == "text/plain"):
+                skipped.append(file)
+                continue
+            try:
+                blob = self.map_file(file)
+            except UserError:
+                skipped.append(file)
+                continue
+            if not alongside and file.name:
+                next(iter(blob.values()))["displayName"] = file.name
+            blobs.append(blob)
+        if skipped:
+            response["response"] = {**response["response"], "files_not_shown": files_note(skipped, who)}
+        if alongside:
+            return blobs
+        if blobs:
+            response["parts"] = blobs
+        return []
+
     def map_file(self, part: FilePart) -> dict[str, Any]:
+        """Inline bytes as `inlineData` (images, PDFs, text, audio, video), a URL as `fileData`."""
+        who = self.who()
+        part = resolved(part, who)
+        if not part.media_type.startswith(_MEDIA_PREFIXES) and part.media_type not in _MEDIA_TYPES:
+            raise not_accepted(who, part, "images, PDFs, plain text, audio and video (inline or by URL)",
+                               "Convert the file to one of those, or extract its text and send that.")
         if part.data is not None:
             return {"inlineData": {"mimeType": part.media_type, "data": part.data}}
-        url = part.url or ""
-        if url.startswith("data:") and ";base64," in url:
-            header, _, data = url.partition(";base64,")
-            return {"inlineData": {"mimeType": header[5:] or part.media_type, "data": data}}
-        return {"fileData": {"mimeType": part.media_type, "fileUri": url}}
+        return {"fileData": {"mimeType": part.media_type, "fileUri": part.url}}
+
+
+_MEDIA_PREFIXES = ("image/", "text/", "audio/", "video/")
+_MEDIA_TYPES = ("application/pdf", "application/json")

@@ -46,6 +46,7 @@ from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from . import openai_chat
 from ._base import StreamParser
+from ._files import data_url, is_image, is_pdf, is_text, not_accepted, resolved, text_block
 from ._values import need_dict, need_list, need_str
 from .openai_chat import OpenAIChatParser, map_finish_reason
 
@@ -134,6 +135,7 @@ class Protocol(openai_chat.Protocol):
     """Mistral chat completions (`POST /chat/completions`, `stream: true`)."""
 
     name = "mistral"
+    display_name = "Mistral Chat"
 
     # Filled per request, on a copy of the protocol (see `build_request`).
     _ids: dict[str, str] | None = None
@@ -196,10 +198,18 @@ class Protocol(openai_chat.Protocol):
         return {**super().map_tool_result(part), "name": part.name}
 
     def map_file(self, part: FilePart) -> dict[str, Any]:
-        url = part.url or f"data:{part.media_type};base64,{part.data or ''}"
-        if part.media_type.startswith("image/"):
-            return {"type": "image_url", "image_url": {"url": url}}
-        return {"type": "document_url", "document_url": url}
+        """Images as `image_url` and PDFs as `document_url` (a URL, or the bytes as a base64 data URL);
+        inline text files as text."""
+        who = self.who()
+        part = resolved(part, who)
+        if is_image(part):
+            return {"type": "image_url", "image_url": {"url": data_url(part)}}
+        if is_pdf(part):
+            return {"type": "document_url", "document_url": data_url(part)}
+        if is_text(part):
+            return {"type": "text", "text": text_block(part, who)}
+        raise not_accepted(who, part, "images and PDFs (inline or by URL) and plain-text files (inline)",
+                           "Convert the file to one of those, or extract its text and send that.")
 
 
 def _is_mistral_thinking(part: Any) -> bool:

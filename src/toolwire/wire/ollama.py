@@ -28,7 +28,6 @@ import orjson
 
 from .._accumulate import Accumulator
 from ..events import FinishReason, Usage
-from ..exceptions import UserError
 from ..messages import (
     FilePart,
     InvalidToolCallPart,
@@ -41,6 +40,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import JSONLinesParser, StreamParser, WireProtocol
+from ._files import files_note, is_image, is_text, no_url, not_accepted, resolved, text_block
 from ._values import count, need_dict, need_list, need_str, opt_str
 
 __all__ = ["OllamaParser", "Protocol", "map_finish_reason"]
@@ -113,6 +113,7 @@ class Protocol(WireProtocol):
     """Ollama `POST /api/chat` with `stream: true`."""
 
     name = "ollama"
+    display_name = "Ollama"
 
     def endpoint(self, model: str, settings: ModelSettings) -> str:
         return "/api/chat"
@@ -206,9 +207,20 @@ class Protocol(WireProtocol):
                                      "tool_name": result.name or names.get(result.call_id, "")}
             if result.call_id:
                 entry["tool_call_id"] = result.call_id
+            if result.files:
+                self.add_result_files(entry, result.files)
             out.append(entry)
-        texts = [p.text for p in message.parts if isinstance(p, TextPart)]
-        images = [self.map_image(p) for p in message.parts if isinstance(p, FilePart)]
+        texts: list[str] = []
+        images: list[str] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+            elif isinstance(part, FilePart):
+                file = resolved(part, self.who())
+                if is_text(file):
+                    texts.append(("\n\n" if texts else "") + text_block(file, self.who()))
+                else:
+                    images.append(self.map_image(file))
         if texts or images:
             entry = {"role": "user", "content": "".join(texts)}
             if images:
@@ -216,19 +228,29 @@ class Protocol(WireProtocol):
             out.append(entry)
         return out
 
+    def add_result_files(self, entry: dict[str, Any], files: Sequence[FilePart]) -> None:
+        """A result's images go on its `tool` message (Ollama reads `images` on any message); other files,
+        and images given only by URL, are named in a note."""
+        images: list[str] = []
+        skipped: list[FilePart] = []
+        for file in files:
+            file = resolved(file, self.who())
+            if is_image(file) and file.data is not None:
+                images.append(file.data)
+            else:
+                skipped.append(file)
+        if images:
+            entry["images"] = images
+        if skipped:
+            entry["content"] = f"{entry['content']}\n\n{files_note(skipped, self.who())}"
+
     def map_image(self, part: FilePart) -> str:
         """An image as the base64 string Ollama expects; Ollama cannot fetch URLs or read other files."""
-        if not part.media_type.startswith("image/"):
-            raise UserError(
-                f"Ollama accepts only images as attachments, not {part.media_type!r}. "
-                "Extract the file's text and send it as a text part instead."
-            )
-        if part.data is not None:
-            return part.data
-        url = part.url or ""
-        if url.startswith("data:") and ";base64," in url:
-            return url.partition(";base64,")[2]
-        raise UserError(
-            f"Ollama cannot fetch images by URL ({url[:80]!r}). "
-            "Download the image and pass it inline: FilePart(media_type=..., data=<base64>)."
-        )
+        who = self.who()
+        part = resolved(part, who)
+        if not is_image(part):
+            raise not_accepted(who, part, "images (inline) and plain-text files (inline)",
+                               "Extract the file's text and send it as a text part instead.")
+        if part.data is None:
+            raise no_url(who, part, "image")
+        return part.data

@@ -44,6 +44,7 @@ import orjson
 
 from .._accumulate import Accumulator, ToolCallBuilder
 from ..events import FinishReason, Usage
+from ..exceptions import UserError
 from ..messages import (
     FilePart,
     InvalidToolCallPart,
@@ -55,6 +56,18 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
+from ._files import (
+    data_url,
+    files_note,
+    is_image,
+    is_pdf,
+    is_text,
+    no_url,
+    not_accepted,
+    resolved,
+    result_files_intro,
+    text_block,
+)
 from ._values import count, deep, need_dict, need_str, wrong
 
 __all__ = ["MAX_CALL_ID_LENGTH", "OpenAIChatParser", "Protocol", "map_finish_reason", "result_content",
@@ -278,6 +291,7 @@ class Protocol(WireProtocol):
     """OpenAI Chat Completions (`POST /chat/completions`, `stream: true`)."""
 
     name = "openai-chat"
+    display_name = "OpenAI Chat Completions"
 
     def endpoint(self, model: str, settings: ModelSettings) -> str:
         return "/chat/completions"
@@ -374,15 +388,28 @@ class Protocol(WireProtocol):
     def map_user(self, message: Message) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         content: list[dict[str, Any]] = []
+        result_files: list[dict[str, Any]] = []
+        has_files = False
         for part in message.parts:
             if isinstance(part, ToolResultPart):
-                out.append(self.map_tool_result(part))
+                entry = self.map_tool_result(part)
+                blocks, skipped = self.map_result_files(part)
+                if skipped:
+                    entry["content"] = f"{entry['content']}\n\n{files_note(skipped, self.who())}"
+                out.append(entry)
+                result_files.extend(blocks)
             elif isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, FilePart):
                 content.append(self.map_file(part))
+                has_files = True
+        if result_files:
+            # A `tool` message holds text only: the files a tool returned follow all the round's results
+            # in one user message, each result's files after a line naming the call (the model sees them,
+            # and the request stays valid: every call is answered before anything else is said).
+            out.append({"role": "user", "content": result_files})
         if content:
-            if all(c["type"] == "text" for c in content):
+            if not has_files:
                 out.append({"role": "user", "content": "".join(c["text"] for c in content)})
             else:
                 out.append({"role": "user", "content": content})
@@ -392,8 +419,36 @@ class Protocol(WireProtocol):
         """One `tool` message per result (the consolidated results message is split here)."""
         return {"role": "tool", "tool_call_id": self.map_call_id(part.call_id), "content": result_content(part)}
 
+    def map_result_files(self, part: ToolResultPart) -> tuple[list[dict[str, Any]], list[FilePart]]:
+        """A result's files as user-message blocks (opened by a line naming the call), and the files this API
+        cannot take, which the tool message names instead."""
+        blocks: list[dict[str, Any]] = []
+        sent: list[FilePart] = []
+        skipped: list[FilePart] = []
+        for file in part.files:
+            file = resolved(file, self.who())
+            try:
+                blocks.append(self.map_file(file))
+            except UserError:
+                skipped.append(file)
+            else:
+                sent.append(file)
+        if blocks:
+            intro = result_files_intro(self.map_call_id(part.call_id), part.name, sent)
+            blocks.insert(0, {"type": "text", "text": intro})
+        return blocks, skipped
+
     def map_file(self, part: FilePart) -> dict[str, Any]:
-        url = part.url or f"data:{part.media_type};base64,{part.data or ''}"
-        if part.media_type.startswith("image/"):
-            return {"type": "image_url", "image_url": {"url": url}}
-        return {"type": "file", "file": {"file_data": url, "filename": part.name or "file"}}
+        """An image (inline or URL) as `image_url`, an inline PDF as `file`, an inline text file as text."""
+        who = self.who()
+        part = resolved(part, who)
+        if is_image(part):
+            return {"type": "image_url", "image_url": {"url": data_url(part)}}
+        if is_pdf(part):
+            if part.data is None:
+                raise no_url(who, part, "PDF")
+            return {"type": "file", "file": {"filename": part.name or "file.pdf", "file_data": data_url(part)}}
+        if is_text(part):
+            return {"type": "text", "text": text_block(part, who)}
+        raise not_accepted(who, part, "images (inline or by URL), PDFs and plain-text files (inline)",
+                           "Convert the file to one of those, or extract its text and send that.")

@@ -46,6 +46,7 @@ import orjson
 
 from .._accumulate import Accumulator, ThinkingBlock, ToolCallBuilder
 from ..events import FinishReason, Usage
+from ..exceptions import UserError
 from ..messages import (
     FilePart,
     InvalidToolCallPart,
@@ -59,6 +60,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
+from ._files import data_url, files_note, is_image, is_pdf, is_text, not_accepted, resolved, text_block
 from ._values import count, deep, need_dict, need_str, opt_str, wrong
 from .openai_chat import result_content, shorten_call_id
 
@@ -526,6 +528,7 @@ class Protocol(WireProtocol):
     """
 
     name = "openai-responses"
+    display_name = "OpenAI Responses"
 
     def endpoint(self, model: str, settings: ModelSettings) -> str:
         return "/responses"
@@ -694,7 +697,7 @@ class Protocol(WireProtocol):
             if isinstance(part, ToolResultPart):
                 items.append({"type": "function_call_output",
                               "call_id": shorten_call_id(part.call_id, MAX_CALL_ID_LENGTH),
-                              "output": result_content(part)})
+                              "output": self.map_output(part)})
             elif isinstance(part, TextPart):
                 content.append({"type": "input_text", "text": part.text})
             elif isinstance(part, FilePart):
@@ -703,14 +706,38 @@ class Protocol(WireProtocol):
             items.append({"role": "user", "content": content})
         return items
 
+    def map_output(self, part: ToolResultPart) -> str | list[dict[str, Any]]:
+        """A result's `output`: its text, or with files a list of `input_text` and the files' blocks (files
+        this API cannot take are named in a note instead)."""
+        text = result_content(part)
+        if not part.files:
+            return text
+        output: list[dict[str, Any]] = [{"type": "input_text", "text": text}]
+        skipped: list[FilePart] = []
+        for file in part.files:
+            file = resolved(file, self.who())
+            try:
+                output.append(self.map_file(file))
+            except UserError:
+                skipped.append(file)
+        if skipped:
+            output.append({"type": "input_text", "text": files_note(skipped, self.who())})
+        return output
+
     def map_file(self, part: FilePart) -> dict[str, Any]:
-        if part.media_type.startswith("image/"):
-            url = part.url or f"data:{part.media_type};base64,{part.data or ''}"
-            return {"type": "input_image", "image_url": url, "detail": "auto"}
-        if part.url:
-            return {"type": "input_file", "file_url": part.url}
-        return {"type": "input_file", "filename": part.name or "file",
-                "file_data": f"data:{part.media_type};base64,{part.data or ''}"}
+        """Images as `input_image`, PDFs as `input_file` (inline or by URL), inline text files as text."""
+        who = self.who()
+        part = resolved(part, who)
+        if is_image(part):
+            return {"type": "input_image", "image_url": data_url(part), "detail": "auto"}
+        if is_pdf(part):
+            if part.data is None:
+                return {"type": "input_file", "file_url": part.url}
+            return {"type": "input_file", "filename": part.name or "file.pdf", "file_data": data_url(part)}
+        if is_text(part):
+            return {"type": "input_text", "text": text_block(part, who)}
+        raise not_accepted(who, part, "images and PDFs (inline or by URL) and plain-text files (inline)",
+                           "Convert the file to one of those, or extract its text and send that.")
 
 
 def _own_data(part: object, own: bool) -> dict[str, Any] | None:

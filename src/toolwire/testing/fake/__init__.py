@@ -11,6 +11,7 @@ import importlib
 
 from ...exceptions import UserError
 from ._base import FakeProtocol, FakeRequest, estimate_tokens
+from ._files import file_size
 from ._turns import (
     FakeHTTPError,
     FakeMatch,
@@ -45,6 +46,7 @@ __all__ = [
     "Responder",
     "estimate_tokens",
     "fake_protocol",
+    "file_size",
     "load_script",
 ]
 

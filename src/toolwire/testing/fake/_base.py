@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 import orjson
 
-from ...messages import Message, TextPart, ToolResultPart
+from ...messages import FilePart, Message, TextPart, ToolResultPart
 from ...tools import ToolDefinition
 from ._turns import FakeStreamError, FakeTurn, FakeUsage
 
@@ -67,6 +67,18 @@ class FakeRequest:
             if message.role == "user" and message.tool_results_parts:
                 return message.tool_results_parts
             return []
+        return []
+
+    def user_files(self) -> list[FilePart]:
+        """The files attached to the person's last message (not the tools'), as the provider received them:
+        `name`, `media_type`, `data` (base64) or `url`; `file_size(part)` gives the size in bytes. Files the
+        tools returned are on the results: `[r.files for r in pending_results()]`."""
+        for message in reversed(self.messages):
+            if message.role != "user":
+                continue
+            if all(isinstance(p, ToolResultPart) for p in message.parts):
+                continue
+            return [p for p in message.parts if isinstance(p, FilePart)]
         return []
 
     def last_user_text(self) -> str:

@@ -16,6 +16,7 @@ body received.
 
 from __future__ import annotations
 
+import base64
 import random
 import string
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from ...messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from ...messages import FilePart, Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from ._base import (
     FakeProtocol,
     FakeRequest,
@@ -39,6 +40,7 @@ from ._base import (
     sse,
     tool_definition,
 )
+from ._files import file_from_url
 from ._turns import FakeStreamError, FakeText, FakeThinking, FakeToolCall, FakeTurn, FakeUsage
 
 __all__ = ["AnthropicEncoder", "Protocol"]
@@ -75,10 +77,38 @@ def _message(entry: dict[str, Any], names: dict[str, str]) -> Message:
                                       arguments_raw=orjson.dumps(arguments).decode()))
         elif kind == "tool_result":
             call_id = str(block.get("tool_use_id", ""))
-            parts.append(ToolResultPart(call_id=call_id, name=names.get(call_id, ""),
-                                        result=parse_result(block.get("content") or ""),
-                                        is_error=bool(block.get("is_error"))))
+            content = block.get("content") or ""
+            files: list[FilePart] = []
+            if isinstance(content, list):
+                blocks = [require_dict(b, "A tool_result content block") for b in content]
+                files = [f for f in map(_file, blocks) if f is not None]
+                # The first text block is the result; a later one is the note on files that could not go.
+                content = next((str(b.get("text", "")) for b in blocks if b.get("type") == "text"), "")
+            parts.append(ToolResultPart(call_id=call_id, name=names.get(call_id, ""), result=parse_result(content),
+                                        is_error=bool(block.get("is_error")), files=files))
+        else:
+            file = _file(block)
+            if file is not None:
+                parts.append(file)
     return Message(role=role, parts=parts)
+
+
+def _file(block: dict[str, Any]) -> FilePart | None:
+    """An `image` or `document` block (base64, url or text source) as a file part; None for other blocks."""
+    kind = block.get("type")
+    if kind not in ("image", "document"):
+        return None
+    source = require_dict(block.get("source"), f"An {kind} block's source")
+    title = block.get("title") if isinstance(block.get("title"), str) else None
+    media_type = str(source.get("media_type") or ("image/png" if kind == "image" else "application/pdf"))
+    if source.get("type") == "base64":
+        return FilePart(media_type=media_type, data=str(source.get("data", "")), name=title)
+    if source.get("type") == "text":
+        data = base64.b64encode(str(source.get("data", "")).encode()).decode()
+        return FilePart(media_type="text/plain", data=data, name=title)
+    if source.get("type") == "url":
+        return file_from_url(source.get("url"), media_type=media_type, name=title)
+    raise RequestError(400, f"{kind}.source.type: Input should be 'base64', 'url' or 'text'.")
 
 
 class AnthropicEncoder(ResponseEncoder):

@@ -35,7 +35,7 @@ from ._base import (
     sse,
 )
 from ._turns import FakeStreamError, FakeText, FakeThinking, FakeToolCall, FakeTurn, FakeUsage
-from .openai_chat import decode_chat_tools
+from .openai_chat import chat_user_parts, decode_chat_tools
 
 __all__ = ["CohereEncoder", "Protocol"]
 
@@ -66,7 +66,8 @@ def _decode_messages(raw_messages: list[Any]) -> list[Message]:
         if role == "system":
             out.append(Message.system(content_text(entry.get("content"))))
         elif role == "user":
-            out.append(Message.user(content_text(entry.get("content"))))
+            # Cohere's user content takes text and `image_url` blocks, as OpenAI chat's does.
+            out.append(Message(role="user", parts=chat_user_parts(entry.get("content"))))
         elif role == "assistant":
             parts: list[Part] = []
             content = entry.get("content")

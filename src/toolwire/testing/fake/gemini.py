@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from ...messages import Message, Part, Role, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from ...messages import FilePart, Message, Part, Role, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from ._base import (
     FakeProtocol,
     FakeRequest,
@@ -72,13 +72,32 @@ def _message(entry: dict[str, Any], pending: list[str]) -> Message:
             name = str(response.get("name", ""))
             # Without ids, responses answer the calls in order.
             call_id = str(response.get("id") or (pending.pop(0) if pending else name))
-            parts.append(ToolResultPart(call_id=call_id, name=name, result=response.get("response")))
+            files = [f for f in (_file(require_dict(p, "A function response part"))
+                                 for p in require_list(response.get("parts"), "functionResponse.parts"))
+                     if f is not None]
+            parts.append(ToolResultPart(call_id=call_id, name=name, result=response.get("response"), files=files))
+        elif (file := _file(part)) is not None:
+            parts.append(file)
         elif isinstance(part.get("text"), str):
             if part.get("thought"):
                 parts.append(ThinkingPart(text=part["text"], signature=part.get("thoughtSignature")))
             else:
                 parts.append(TextPart(text=part["text"]))
     return Message(role=role, parts=parts)
+
+
+def _file(part: dict[str, Any]) -> FilePart | None:
+    """An `inlineData` or `fileData` part as a file part (None for other parts)."""
+    inline = part.get("inlineData")
+    if isinstance(inline, dict):
+        name = inline.get("displayName")
+        return FilePart(media_type=str(inline.get("mimeType", "application/octet-stream")),
+                        data=str(inline.get("data", "")), name=name if isinstance(name, str) else None)
+    given = part.get("fileData")
+    if isinstance(given, dict):
+        return FilePart(media_type=str(given.get("mimeType", "application/octet-stream")),
+                        url=str(given.get("fileUri", "")))
+    return None
 
 
 class GeminiEncoder(ResponseEncoder):

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ...messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from ...messages import FilePart, Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from ._base import (
     FakeProtocol,
     FakeRequest,
@@ -33,6 +33,7 @@ from ._base import (
     require_dict,
     require_list,
 )
+from ._files import image_type
 from ._turns import FakeStreamError, FakeText, FakeThinking, FakeToolCall, FakeTurn, FakeUsage
 from .openai_chat import decode_chat_tools
 
@@ -54,7 +55,9 @@ def _decode_messages(raw_messages: list[Any]) -> list[Message]:
         if role == "system":
             out.append(Message.system(content))
         elif role == "user":
-            out.append(Message.user(content))
+            user_parts: list[Part] = [TextPart(text=content)] if content or not entry.get("images") else []
+            user_parts.extend(_images(entry))
+            out.append(Message(role="user", parts=user_parts))
         elif role == "assistant":
             parts: list[Part] = []
             if isinstance(entry.get("thinking"), str) and entry["thinking"]:
@@ -75,12 +78,19 @@ def _decode_messages(raw_messages: list[Any]) -> list[Message]:
             # Ollama names the tool (`tool_name`) rather than the call; results answer the calls in order.
             call_id = str(entry.get("tool_call_id") or (pending.pop(0) if pending else ""))
             name = str(entry.get("tool_name") or entry.get("name") or names.get(call_id, ""))
-            results.append(ToolResultPart(call_id=call_id, name=name, result=parse_result(content)))
+            results.append(ToolResultPart(call_id=call_id, name=name, result=parse_result(content),
+                                          files=_images(entry)))
         else:
             raise RequestError(400, f"invalid role: {role}")
     if results:
         out.append(Message(role="user", parts=results))
     return out
+
+
+def _images(entry: dict[str, Any]) -> list[FilePart]:
+    """A message's `images` (base64, any role) as file parts; their type is read from their first bytes."""
+    images = [i for i in require_list(entry.get("images"), "images") if isinstance(i, str)]
+    return [FilePart(media_type=image_type(data), data=data) for data in images]
 
 
 class OllamaEncoder(ResponseEncoder):

@@ -20,7 +20,9 @@ from typing import Any
 
 import orjson
 
-from ...messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ...messages import FilePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ...wire._files import RESULT_FILES_INTRO
+from ...wire.mistral import TOOL_RESULTS_BRIDGE
 from ._base import (
     FakeProtocol,
     FakeRequest,
@@ -37,6 +39,7 @@ from ._base import (
     sse,
     tool_definition,
 )
+from ._files import attach_result_files, file_from_url, text_part
 from ._turns import FakeStreamError, FakeText, FakeThinking, FakeToolCall, FakeTurn, FakeUsage
 
 __all__ = ["OpenAIChatEncoder", "Protocol", "decode_chat_messages", "decode_chat_tools"]
@@ -58,13 +61,25 @@ def decode_chat_messages(raw_messages: list[Any]) -> list[Message]:
     for raw in raw_messages:
         entry = require_dict(raw, "Each message")
         role = entry.get("role")
+        user_parts = chat_user_parts(entry.get("content")) if role == "user" else []
+        if role == "user" and not results and _bridged_results(out) and _opens_with_result_files(user_parts):
+            # Mistral's request has a short assistant turn between the results and their files (see
+            # `toolwire.wire.mistral`): the bridge is dropped and the files go back onto those results.
+            out.pop()
+            results = out.pop().parts
+        if role == "user" and results:
+            rest = attach_result_files(results, user_parts)
+            if rest is not None:
+                if not rest:
+                    continue  # the files of the results before it: the round goes on
+                user_parts = rest
         if role != "tool" and results:
             out.append(Message(role="user", parts=results))
             results = []
         if role in ("system", "developer"):
             out.append(Message.system(content_text(entry.get("content"))))
         elif role == "user":
-            out.append(Message.user(content_text(entry.get("content"))))
+            out.append(Message(role="user", parts=user_parts or [TextPart(text="")]))
         elif role == "assistant":
             parts: list[Part] = []
             text = content_text(entry.get("content"))
@@ -90,6 +105,44 @@ def decode_chat_messages(raw_messages: list[Any]) -> list[Message]:
     if results:
         out.append(Message(role="user", parts=results))
     return out
+
+
+def _bridged_results(out: list[Message]) -> bool:
+    """Whether `out` ends with tool results and Mistral's bridge turn after them."""
+    return (len(out) >= 2 and out[-1].role == "assistant" and out[-1].text == TOOL_RESULTS_BRIDGE
+            and not out[-1].tool_calls and bool(out[-2].parts)
+            and all(isinstance(p, ToolResultPart) for p in out[-2].parts))
+
+
+def _opens_with_result_files(parts: list[Part]) -> bool:
+    return bool(parts) and isinstance(parts[0], TextPart) and RESULT_FILES_INTRO.match(parts[0].text) is not None
+
+
+def chat_user_parts(content: Any) -> list[Part]:
+    """A user message's content: text, `image_url`, `file` (OpenAI) and `document_url` (Mistral) blocks."""
+    if not isinstance(content, list):
+        return [TextPart(text=content_text(content))]
+    parts: list[Part] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(TextPart(text=block))
+            continue
+        block = require_dict(block, "A content part")
+        kind = block.get("type")
+        file: FilePart | None = None
+        if kind == "text":
+            parts.append(text_part(str(block.get("text", ""))))
+        elif kind == "image_url":
+            image = block.get("image_url")
+            file = file_from_url(image.get("url") if isinstance(image, dict) else image, media_type="image/png")
+        elif kind == "file":
+            given = require_dict(block.get("file"), "A file part's file")
+            file = file_from_url(given.get("file_data"), media_type="application/pdf", name=given.get("filename"))
+        elif kind == "document_url":
+            file = file_from_url(block.get("document_url"), media_type="application/pdf")
+        if file is not None:
+            parts.append(file)
+    return parts
 
 
 def decode_chat_tools(raw_tools: Any) -> list[Any]:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ...messages import Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from ...messages import FilePart, Message, Part, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from ._base import (
     FakeProtocol,
     FakeRequest,
@@ -39,6 +39,7 @@ from ._base import (
     sse,
     tool_definition,
 )
+from ._files import file_from_url, text_part
 from ._turns import FakeStreamError, FakeText, FakeThinking, FakeToolCall, FakeTurn, FakeUsage
 
 __all__ = ["Protocol", "ResponsesEncoder"]
@@ -62,11 +63,14 @@ def _decode_input(items: Any, names: dict[str, str]) -> list[Message]:
         kind = item.get("type", "message")
         if kind == "message":
             role = item.get("role")
-            text = content_text(item.get("content"))
+            content = item.get("content")
             if role in ("system", "developer"):
-                out.append(Message.system(text))
+                out.append(Message.system(content_text(content)))
+            elif role == "user" and isinstance(content, list):
+                for part in _input_parts(content):
+                    add(role, part)
             elif role in ("user", "assistant"):
-                add(role, TextPart(text=text))
+                add(role, TextPart(text=content_text(content)))
             else:
                 raise RequestError(400, f"Invalid value: {role!r}. Supported values are: 'assistant', 'system', "
                                         "'developer', and 'user'.")
@@ -78,12 +82,39 @@ def _decode_input(items: Any, names: dict[str, str]) -> list[Message]:
                                           arguments_raw=raw_arguments if isinstance(raw_arguments, str) else "{}"))
         elif kind == "function_call_output":
             call_id = str(item.get("call_id", ""))
-            add("user", ToolResultPart(call_id=call_id, name=names.get(call_id, ""),
-                                       result=parse_result(item.get("output") or "")))
+            output = item.get("output") or ""
+            files: list[FilePart] = []
+            if isinstance(output, list):
+                parts = _input_parts(output)
+                files = [p for p in parts if isinstance(p, FilePart)]
+                # The first text is the result; a later one is the note on files that could not go.
+                output = next((p.text for p in parts if isinstance(p, TextPart)), "")
+            add("user", ToolResultPart(call_id=call_id, name=names.get(call_id, ""), result=parse_result(output),
+                                       files=files))
         elif kind == "reasoning":
             summary = "".join(s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict))
             add("assistant", ThinkingPart(text=summary))
     return out
+
+
+def _input_parts(content: list[Any]) -> list[Part]:
+    """`input_text`, `input_image` and `input_file` blocks (of a message or a function call's output)."""
+    parts: list[Part] = []
+    for raw in content:
+        block = require_dict(raw, "A content part")
+        kind = block.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            parts.append(text_part(str(block.get("text", ""))))
+        elif kind == "input_image":
+            file = file_from_url(block.get("image_url"), media_type="image/png")
+            if file is not None:
+                parts.append(file)
+        elif kind == "input_file":
+            file = (file_from_url(block.get("file_data"), media_type="application/pdf", name=block.get("filename"))
+                    or file_from_url(block.get("file_url"), media_type="application/pdf"))
+            if file is not None:
+                parts.append(file)
+    return parts
 
 
 class ResponsesEncoder(ResponseEncoder):
