@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,16 +12,24 @@ from sqlalchemy.exc import IntegrityError
 from toolwire.messages import FilePart, Message, TextPart
 from toolwire.store import SQLStore
 from toolwire.store._schema import blob_chunks, blob_contents
-from toolwire.store.blobs import CHUNK_BYTES, BlobStore, Files, FolderBlobStore, QuotaExceeded, SQLBlobStore, spool_bytes
+from toolwire.store.blobs import (
+    CHUNK_BYTES,
+    BlobStore,
+    Files,
+    FolderBlobStore,
+    QuotaExceeded,
+    SQLBlobStore,
+    spool_bytes,
+)
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(params=["folder", "sql"])
-async def files(request: pytest.FixtureRequest, store: SQLStore, tmp_path: Path) -> AsyncIterator[Files]:
+def files(request: pytest.FixtureRequest, store: SQLStore, tmp_path: Path) -> Files:
     blobs: BlobStore = FolderBlobStore(tmp_path / "blobs") if request.param == "folder" else SQLBlobStore(store)
     assert isinstance(blobs, BlobStore)
-    yield Files(store, blobs)
+    return Files(store, blobs)
 
 
 async def _contents(files: Files) -> list[str]:

@@ -50,6 +50,9 @@ class MessageIn(_Body):
     client_message_id: Id = Field(description="Chosen by the client, unique per message: sending the same id again "
                                               "attaches to the run it started instead of starting another.")
     text: Text = Field(min_length=1)
+    files: list[Id] = Field(default_factory=list, max_length=100,
+                            description="Ids of files uploaded to this chat (`POST .../files`) that the message "
+                                        "carries.")
     on_disconnect: Literal["continue", "cancel"] = Field(
         "continue", description="What a disconnect of this request does to the run: `continue` (the default) lets "
                                 "it finish and be stored; `cancel` cancels it.")

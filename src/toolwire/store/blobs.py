@@ -203,7 +203,7 @@ class SQLBlobStore:
         try:
             await self.store.writer.write(write)
         finally:
-            source.unlink(missing_ok=True)
+            source.unlink(missing_ok=True)  # noqa: ASYNC240 - one unlink; an await here could itself be cancelled
 
     async def read(self, sha256: str) -> AsyncIterator[bytes]:
         # One chunk per query: memory stays at one chunk whatever the size, and no connection is held between them.
