@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ...messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ...messages import FilePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ._base import (
     FakeProtocol,
     FakeRequest,
@@ -50,6 +50,28 @@ _ERROR_KINDS: dict[int, tuple[str, str | None]] = {
 }
 
 
+def _files_in(content: Any) -> list[FilePart]:
+    """The images (`image_url`) and files (`file`) of a user message's content, as sent (data URLs kept as base64)."""
+    found: list[FilePart] = []
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "image_url" and isinstance(block.get("image_url"), dict):
+            url, name = block["image_url"].get("url"), None
+        elif block.get("type") == "file" and isinstance(block.get("file"), dict):
+            url, name = block["file"].get("file_data"), block["file"].get("filename")
+        else:
+            continue
+        if not isinstance(url, str):
+            continue
+        if url.startswith("data:") and ";base64," in url:
+            media_type, _, data = url[5:].partition(";base64,")
+            found.append(FilePart(media_type=media_type, data=data, name=name))
+        else:
+            found.append(FilePart(media_type="application/octet-stream", url=url, name=name))
+    return found
+
+
 def decode_chat_messages(raw_messages: list[Any]) -> list[Message]:
     """Chat Completions messages → toolwire messages (consecutive `tool` messages become one user message)."""
     out: list[Message] = []
@@ -64,7 +86,9 @@ def decode_chat_messages(raw_messages: list[Any]) -> list[Message]:
         if role in ("system", "developer"):
             out.append(Message.system(content_text(entry.get("content"))))
         elif role == "user":
-            out.append(Message.user(content_text(entry.get("content"))))
+            files = _files_in(entry.get("content"))
+            text = content_text(entry.get("content"))
+            out.append(Message(role="user", parts=[TextPart(text=text), *files]) if files else Message.user(text))
         elif role == "assistant":
             parts: list[Part] = []
             text = content_text(entry.get("content"))
