@@ -30,6 +30,13 @@ export function formatSize(bytes) {
 
 const INLINE = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
+// The one place an image's source is set: only a blob: URL the page made itself (from bytes the server's download
+// route answered, or from a file the person picked), never a URL from a message or a tool.
+function showBlob(img, url) {
+  if (!url.startsWith("blob:")) throw new Error("Images are shown from blob: URLs only.");
+  img.src = url;
+}
+
 function blobUrl(fileId) {
   if (!loaded.has(fileId)) {
     const promise = source.request("GET", `api/files/${encodeURIComponent(fileId)}`, { accept: "*/*" })
@@ -54,7 +61,7 @@ export function fileViews(doc, parts) {
       img.alt = name;
       img.dataset.fileId = part.blob_id;
       figure.append(img, el(doc, "figcaption", null, name));
-      blobUrl(part.blob_id).then((url) => { img.src = url; }, () => { figure.classList.add("failed"); });
+      blobUrl(part.blob_id).then((url) => showBlob(img, url), () => { figure.classList.add("failed"); });
       return figure;
     }
     if (part.blob_id) {
@@ -178,7 +185,7 @@ export class Attachments {
       const li = el(doc, "li", "attachment");
       if (item.preview) {
         const img = el(doc, "img");
-        img.src = item.preview;
+        showBlob(img, item.preview);
         img.alt = "";
         li.append(img);
       }
