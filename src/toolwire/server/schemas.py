@@ -15,6 +15,7 @@ from starlette.requests import Request
 
 from ..messages import Message
 from .errors import ApiError
+from .uploads import file_paths
 
 __all__ = ["ChatCreate", "ChatUpdate", "DecisionIn", "DecisionsIn", "MessageIn", "openapi_document", "parse_body",
            "read_body", "read_bytes"]
@@ -370,6 +371,7 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                      "schema": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20}},
                     {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}}])}
     paths.update(_protocol_paths(op, schemas, chat_id, run_started))
+    paths.update(file_paths(op, chat_id, _error_response))
     plain = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
     paths["/api/me"] = {"get": op("Who this API token belongs to (the user's name)", {"200": {
         "description": "The user", "content": {"application/json": {"schema": {

@@ -20,6 +20,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import puremagic
@@ -28,7 +29,7 @@ from starlette.requests import ClientDisconnect, Request
 from ..store.blobs import Spooled
 from .errors import ApiError
 
-__all__ = ["DEFAULT_MEDIA_TYPES", "IMAGE_TYPES", "FileLimits", "check_bytes", "receive_upload", "sniff"]
+__all__ = ["DEFAULT_MEDIA_TYPES", "IMAGE_TYPES", "FileLimits", "check_bytes", "file_paths", "receive_upload", "sniff"]
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Images shown inline (and checked with Pillow). SVG is not among them: it can carry script."""
@@ -162,3 +163,24 @@ def _too_large(limits: FileLimits) -> ApiError:
     return ApiError(413, "file_too_large", f"The file is larger than this server accepts "
                                            f"({limits.max_file_bytes:,} bytes); send a smaller one.",
                     headers={"Connection": "close"})
+
+
+def file_paths(op: Any, chat_id: dict[str, Any], error: Any) -> dict[str, Any]:
+    """The OpenAPI description of the file routes (`files.py`), built with the document's own helpers."""
+    file_json = {"type": "object", "required": ["id", "name", "media_type", "size", "url"], "properties": {
+        "id": {"type": "string"}, "name": {"type": "string"}, "media_type": {"type": "string"},
+        "size": {"type": "integer", "minimum": 1}, "url": {"type": "string"}}}
+    upload = op("Upload a file to the chat (the body is the file; its type is judged from its bytes)", {
+        "201": {"description": "Stored", "content": {"application/json": {"schema": file_json}},
+                "headers": {"Location": {"schema": {"type": "string"}}}},
+        "400": error("The upload was cut short, or a query parameter the operation does not take."),
+        "413": error("The file is over the size limit, or the user's storage quota."),
+        "415": error("The file's type (judged from its bytes) is not accepted."),
+        "422": error("The file is empty, or an image too large or unreadable.")},
+        parameters=[chat_id, {"name": "name", "in": "query", "required": False, "schema": {"type": "string"}}])
+    upload["requestBody"] = {"required": True, "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}
+    download = op("A file's bytes, to its owner (inline for images, an attachment otherwise)", {
+        "200": {"description": "The file", "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},
+        "404": error("No such file for this API token.")},
+        parameters=[{"name": "file_id", "in": "path", "required": True, "schema": {"type": "string"}}])
+    return {"/api/chats/{chat_id}/files": {"post": upload}, "/api/files/{file_id}": {"get": download}}
