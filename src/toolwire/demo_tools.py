@@ -8,8 +8,9 @@ different order than it was made.
 `book_table` always fails: it shows how an exception inside a tool becomes an error result that the
 model reads and can explain, instead of ending the run.
 
-`toolwire serve` offers two more (`SERVE_TOOLS`): `book_hotel` waits for a person's approval before it runs,
-and `save_note` takes a long text, so its argument visibly streams into the page. `SUGGESTIONS` are the
+`toolwire serve` offers three more (`SERVE_TOOLS`): `book_hotel` waits for a person's approval before it runs,
+`save_note` takes a long text, so its argument visibly streams into the page, and `make_chart` returns a
+bar chart drawn with Pillow as a PNG file with its result (`ToolReturn`), which the page shows. `SUGGESTIONS` are the
 prompts the page offers in an empty chat, one for each thing the demo shows.
 
 Arguments carry `examples` in their schemas; the automatic fake provider picks its arguments from
@@ -18,6 +19,8 @@ them, so the offline demo asks about Lisbon like its prompt does.
 
 from __future__ import annotations
 
+import base64
+import io
 import zlib
 from typing import Annotated, Any
 
@@ -25,7 +28,8 @@ import anyio
 from pydantic import Field
 
 from .exceptions import ToolError
-from .tools import Tool, tool
+from .messages import FilePart
+from .tools import Tool, ToolReturn, tool
 
 __all__ = [
     "DEMO_PROMPT",
@@ -38,6 +42,7 @@ __all__ = [
     "convert_currency",
     "find_restaurants",
     "get_weather",
+    "make_chart",
     "save_note",
 ]
 
@@ -177,9 +182,44 @@ async def save_note(
     return {"saved": title, "characters": len(text), "lines": text.count("\n") + 1}
 
 
-SERVE_TOOLS: list[Tool[..., Any]] = [*DEMO_TOOLS, book_hotel, save_note]
+@tool
+async def make_chart(
+    title: Annotated[str, Field(examples=["Rain in Lisbon (mm)"])],
+    values: Annotated[list[float], Field(examples=[[12, 30, 7, 21, 16]], min_length=1, max_length=24)],
+) -> ToolReturn:
+    """Draw a bar chart of some numbers and return it as a PNG image.
+
+    Args:
+        title: What the chart shows.
+        values: The numbers, one bar each (at most 24).
+    """
+    png = await anyio.to_thread.run_sync(_bar_chart, title, values)
+    return ToolReturn({"chart": title, "bars": len(values), "highest": max(values)},
+                      files=[FilePart(media_type="image/png", name="chart.png", data=base64.b64encode(png).decode())])
+
+
+def _bar_chart(title: str, values: list[float]) -> bytes:
+    from PIL import Image, ImageDraw  # the server's extra: only `toolwire serve` offers this tool
+
+    width, height, margin = 480, 280, 32
+    image = Image.new("RGB", (width, height), "white")
+    draw = ImageDraw.Draw(image)
+    draw.text((margin, 8), title[:60], fill="#1f2937")
+    top = max(max(values), 1e-9)
+    span = (width - 2 * margin) / len(values)
+    for index, value in enumerate(values):
+        bar = max(0.0, value) / top * (height - 2 * margin - 16)
+        left = margin + index * span + span * 0.15
+        draw.rectangle((left, height - margin - bar, left + span * 0.7, height - margin), fill="#2563eb")
+    draw.line((margin, height - margin, width - margin, height - margin), fill="#1f2937", width=2)
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+SERVE_TOOLS: list[Tool[..., Any]] = [*DEMO_TOOLS, book_hotel, save_note, make_chart]
 """What `toolwire serve` offers when no tools are configured: the demo's, one that asks for approval
-(`book_hotel`) and one with a long argument (`save_note`)."""
+(`book_hotel`), one with a long argument (`save_note`) and one that returns an image (`make_chart`)."""
 
 SUGGESTIONS: tuple[str, ...] = (
     "What's the weather in Paris, Tokyo and Lima?",

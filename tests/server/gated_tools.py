@@ -7,13 +7,15 @@ run stands in another process.
 
 from __future__ import annotations
 
+import base64
 import os
 from typing import Any
 
 import anyio
 import httpx
 
-from toolwire import tool
+from toolwire import ToolReturn, tool
+from toolwire.messages import FilePart
 
 _GATE = os.environ.get("TOOLWIRE_GATE_URL", "http://127.0.0.1:9")
 
@@ -72,4 +74,20 @@ async def transfer(to: str, amount: int) -> dict[str, Any]:
     return {"sent": amount, "to": to}
 
 
-TOOLS = [gated, sleepy, big, transfer]
+async def picture(color: str) -> ToolReturn:
+    """A small PNG of one color, returned as a file with the result.
+
+    Args:
+        color: A color name Pillow knows.
+    """
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (8, 6), color).save(out, "PNG")
+    return ToolReturn({"drawn": color}, files=[FilePart(media_type="image/png", name=f"{color}.png",
+                                                        data=base64.b64encode(out.getvalue()).decode())])
+
+
+TOOLS = [gated, sleepy, big, transfer, picture]

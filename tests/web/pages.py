@@ -24,8 +24,11 @@ WATCH = """
     if (node.nodeType !== 1) return;
     const tag = node.tagName;
     if (tag === "SCRIPT" && !(node.type === "module" && /\\/static\\/app\\.js$/.test(node.src))) window.__injected.push("script");
+    // The page's own file views (attachments.js) show images, from blob: URLs only, in their own containers.
+    const ownImage = tag === "IMG" && node.closest(".file-image, .attachment") !== null
+      && /^(blob:|$)/.test(node.getAttribute("src") ?? "");
     if (["IFRAME", "OBJECT", "EMBED", "FRAME", "BASE", "META", "LINK", "STYLE", "IMG", "SVG", "svg"].includes(tag)
-        && document.readyState === "complete") window.__injected.push(tag.toLowerCase());
+        && document.readyState === "complete" && !ownImage) window.__injected.push(tag.toLowerCase());
     for (const attr of node.attributes) {
       const name = attr.name.toLowerCase();
       if (name.startsWith("on")) window.__injected.push(`${tag.toLowerCase()}[${name}]`);

@@ -32,7 +32,7 @@ import httpx
 import orjson
 
 from .._transport import ShardedTransport
-from ..messages import ToolResultPart
+from ..messages import FilePart, ToolResultPart
 from ..models import Model, get_model
 from ..testing import AutoResponder, FakeProviderServer
 from ..testing.fake import FakeRequest, FakeText, FakeThinking, FakeToolCall, FakeTurn
@@ -62,6 +62,7 @@ _ASKS: dict[str, re.Pattern[str]] = {
     "book_table": re.compile(r"\b(tables?|reserv\w*)\b", re.I),
     "book_hotel": re.compile(r"\b(hotels?|rooms?)\b", re.I),
     "save_note": re.compile(r"\b(notes?|packing list)\b", re.I),
+    "make_chart": re.compile(r"\b(charts?|graphs?|plot)\b", re.I),
 }
 
 # "Plan my evening": the classic four at once (what README's curl example shows).
@@ -132,6 +133,9 @@ class DemoResponder(AutoResponder):
             results = request.pending_results()
             if results and request.tool_rounds() >= self.rounds:
                 return self.turn([FakeText(text=summary_of(results, _calls_of(request)), chunks=self.chunks)])
+            received = _files_received(request)
+            if received and not results:
+                return self.turn([FakeText(text=received, chunks=self.chunks)])
             if not self.choose(request):
                 said = request.last_user_text()
                 text = f"Hello! {_WHAT_IT_DOES}" if _GREETING.search(said) else _WHAT_IT_DOES
@@ -186,7 +190,33 @@ _DOING = {
     "book_table": "book the table",
     "book_hotel": "book the room (you approve it first)",
     "save_note": "write the note and save it",
+    "make_chart": "draw the chart",
 }
+
+
+def _files_received(request: FakeRequest) -> str:
+    """What the offline model says of the files of the user's last message (their names, types and sizes): it
+    sees no more of them than that, and says so. Empty when the message has none."""
+    last = next((m for m in reversed(request.messages) if m.role == "user"
+                 and not m.tool_results_parts), None)
+    files = [p for p in last.parts if isinstance(p, FilePart)] if last is not None else []
+    if not files:
+        return ""
+    described = []
+    for part in files:
+        size = len(part.data) * 3 // 4 - part.data[-2:].count("=") if part.data else None
+        kind = "an image" if part.media_type.startswith("image/") else "a file"
+        named = f"{part.name}, " if part.name else ""
+        described.append(f"{kind} ({named}{part.media_type}{f', {_size(size)}' if size is not None else ''})")
+    count = "one file" if len(files) == 1 else f"{len(files)} files"
+    return (f"I received {count}: {_listed(described)}. I am the offline demo model, so I cannot look inside "
+            "them; a real model reads them (start the server with a provider's key set).")
+
+
+def _size(size: int) -> str:
+    if size < 1024:
+        return f"{size} bytes"
+    return f"{size / 1024:.1f} kB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MB"
 
 
 def _note_title(said: str) -> str:
@@ -239,6 +269,8 @@ def _found(name: str, arguments: dict[str, Any], value: Any) -> str:
         return (f"Your room at **{value.get('hotel')}** in {value.get('city')} is booked for {value.get('nights')} "
                 f"nights ({value.get('guests')} guests, {value.get('price_eur')} EUR). The confirmation number is "
                 f"{value.get('confirmation')}.")
+    if name == "make_chart" and isinstance(value, dict):
+        return f"Here is the chart of **{value.get('chart')}** ({value.get('bars')} bars)."
     if name == "save_note" and isinstance(value, dict):
         return f"I saved the note **{value.get('saved')}** ({value.get('lines')} lines)."
     shown = value if isinstance(value, str) else orjson.dumps(value).decode()

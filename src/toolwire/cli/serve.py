@@ -53,6 +53,7 @@ from ..models import Model, get_model
 from ..tools import Tool
 from ..toolsets import Toolset
 from ._connections import add_browser_arguments, add_connection_arguments, connection_limits
+from ._files import add_file_arguments, file_config
 from ._operations import add_operations_arguments, operations_config
 from ._render import error_line
 from ._token_file import kept_token, token_file_for
@@ -125,6 +126,7 @@ def add_parser(sub: Any) -> None:
                         "(default: 4000000)")
     p.add_argument("--max-message-chars", type=int, default=32_000, help="longest message text")
     p.add_argument("--max-tool-result-bytes", type=int, default=65_536, help="largest tool result kept and streamed")
+    add_file_arguments(p)
     p.add_argument("--redact", action="append", default=[], metavar="SECRET",
                    help="a secret to replace by [REDACTED] in tool results (repeatable; the API key always is); "
                         "values shorter than 8 characters are not secrets and are left alone")
@@ -285,7 +287,7 @@ async def _serve(args: argparse.Namespace) -> None:
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
                           max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
                           store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors,
-                          suggestions=SUGGESTIONS if demo else (), **operations_config(args))
+                          suggestions=SUGGESTIONS if demo else (), **operations_config(args), **file_config(args))
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends

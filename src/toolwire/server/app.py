@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import orjson
@@ -40,12 +41,14 @@ from starlette.staticfiles import StaticFiles
 
 from ..exceptions import ToolwireError, UserError
 from ..store import SQLStore, Store, StoreUnavailable
+from ..store.blobs import Files, FolderBlobStore, SQLBlobStore
 from ..web import static_file
 from .account import me
 from .browser import BrowserHeaders
 from .budgets import BudgetedLimiter, TokenBudgets
 from .errors import ApiError, handle_api_error, handle_http_exception, handle_store_unavailable, handle_unexpected
 from .eventlog import EventLog, InMemoryEventLog
+from .files import download_file, upload_file
 from .limits import Limits, MemoryRateLimiter, RateLimiter, ReleaseUserRequests, ResultPolicy, UserRequests
 from .metrics import measured, metrics_endpoint
 from .protocol_routes import agui_run, vercel_chat, vercel_history, vercel_stop, vercel_stream
@@ -73,6 +76,7 @@ from .runs import RunManager
 from .schemas import openapi_document
 from .signals import LocalSignals, RunSignals
 from .tracing import RequestSpans
+from .uploads import FileLimits
 
 __all__ = ["WEB_DIR", "ServerConfig", "create_app"]
 
@@ -115,6 +119,12 @@ class ServerConfig:
         budgets: Per-user daily and monthly token budgets (`server/budgets.py`); `None`: no budgets.
         suggestions: Prompts the web page offers in an empty chat (`GET /api/me` hands them out); `toolwire
             serve` gives the demo's when it offers the demo tools. None by default.
+        files: Limits on uploaded files (`FileLimits`; docs/guides/files.md).
+        blob_store: Where files' bytes are kept: `"folder"`, `"sql"` (the store's database, shared by replicas),
+            or `"auto"` (a folder beside a SQLite file, the database otherwise).
+        blob_folder: The folder of `"folder"` (default: the SQLite file's path + `.blobs`).
+        sweep_seconds: How often the blobs no file names any more (a crash's leftovers) are swept, the first
+            time at start-up.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -134,6 +144,25 @@ class ServerConfig:
     metrics_token: str | None = None
     budgets: TokenBudgets | None = None
     suggestions: tuple[str, ...] = ()
+    files: FileLimits = field(default_factory=FileLimits)
+    blob_store: Literal["auto", "folder", "sql"] = "auto"
+    blob_folder: Path | None = None
+    sweep_seconds: float = 3600.0
+
+
+def _files_for(store: Store, config: ServerConfig) -> Files | None:
+    """The server's `Files` in an `SQLStore` (the file rows live in its database); none in another store."""
+    if not isinstance(store, SQLStore):
+        return None
+    database = store.url.database or ""
+    on_disk = store.dialect == "sqlite" and database not in ("", ":memory:") and not database.startswith("file:")
+    kind = config.blob_store if config.blob_store != "auto" else ("folder" if on_disk or config.blob_folder else "sql")
+    if kind == "sql":
+        return Files(store, SQLBlobStore(store))
+    folder = config.blob_folder or (Path(database + ".blobs") if on_disk else None)
+    if folder is None:
+        raise UserError("--blob-store folder needs --blob-folder with a database that is not a SQLite file.")
+    return Files(store, FolderBlobStore(folder))
 
 
 class PageAssets(StaticFiles):
@@ -184,6 +213,7 @@ def create_app(
     # Budgets are checked as the manager admits a run (budgets.py); metrics wrap what they measure (metrics.py).
     budgeted = BudgetedLimiter(limiter, config.budgets, the_store) if config.budgets is not None else limiter
     metrics, used = measured(config, store=the_store, log=log, limiter=budgeted, signals=run_signals)
+    files = _files_for(the_store, config)
     manager = RunManager(
         store=used.store, log=used.log, signals=used.signals, factory=agent_factory, limits=limits,
         limiter=used.limiter, policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
@@ -194,7 +224,8 @@ def create_app(
                         heartbeat=config.heartbeat_seconds,
                         openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),
                         web_dir=config.web_dir, user_requests=UserRequests(limits.max_user_requests),
-                        suggestions=config.suggestions)
+                        suggestions=config.suggestions, files=files, file_limits=config.files)
+    manager.files = files
 
     # The log, signals and limiter may be one object or share a connection: each is started and closed once.
     components = list({id(c): c for c in (log, run_signals, limiter)}.values())
@@ -213,6 +244,8 @@ def create_app(
                         if start is not None:
                             await start(tg)
                     await manager.start(tg)
+                    if files is not None:
+                        tg.start_soon(_sweep_every, files, config.sweep_seconds)
                     try:
                         yield
                     finally:
@@ -254,6 +287,8 @@ def create_app(
         Route(chat + "/stream", stream, methods=["GET"]),
         Route(chat + "/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route(chat + "/approvals", decide, methods=["POST"]),
+        Route(chat + "/files", upload_file, methods=["POST"]),
+        Route("/api/files/{file_id}", download_file, methods=["GET"]),
         # Other protocols' front ends (docs/guides/browser-protocols.md).
         Route("/api/chat", vercel_chat, methods=["POST"]),
         Route("/api/chat/{chat_id}/stream", vercel_stream, methods=["GET"]),
@@ -289,3 +324,13 @@ def create_app(
     app.state.toolwire = state
     app.state.metrics = metrics
     return app
+
+
+async def _sweep_every(files: Files, seconds: float) -> None:
+    """Delete blobs no file names (see `Files.sweep`) at start-up and then every `seconds`."""
+    while True:
+        try:
+            await files.sweep()
+        except Exception:  # an outage: the next sweep tries again
+            logging.getLogger("toolwire.server").warning("sweeping unreferenced blobs failed", exc_info=True)
+        await anyio.sleep(seconds)

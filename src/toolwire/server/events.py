@@ -60,10 +60,13 @@ def model_event(event: Event) -> dict[str, Any]:
         # A tool's metadata may hold anything: made plain JSON here rather than failing the run.
         assert isinstance(event, ToolResultEvent)
         result = event.result
-        return {"type": "tool_result",
-                "result": {"call_id": result.call_id, "name": result.name, "result": result.result,
-                           "is_error": result.is_error, "type": "tool_result"},
-                "duration": event.duration, "metadata": to_jsonable(event.metadata)}
+        shown: dict[str, Any] = {"call_id": result.call_id, "name": result.name, "result": result.result,
+                                 "is_error": result.is_error, "type": "tool_result"}
+        if result.files:  # names and types only: the bytes are in the round's stored row, by reference
+            shown["files"] = [{"type": "file", "media_type": f.media_type, "name": f.name, "data": None}
+                              for f in result.files]
+        return {"type": "tool_result", "result": shown, "duration": event.duration,
+                "metadata": to_jsonable(event.metadata)}
     return event_to_dict(event)
 
 

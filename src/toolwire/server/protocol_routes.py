@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..messages import FilePart
 from ..store import Chat, ChatIdTaken, Decision, MessageRow, PausedRun, Run, Store, User
 from .approvals import paused_view
 from .encode.agui import AguiEncoder
@@ -40,6 +41,7 @@ from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_par
 from .errors import ApiError
 from .eventlog import Cursor, Position
 from .history_bodies import HistoryBodyError, read_agui, read_vercel
+from .protocol_files import agui_files, ui_file_part, vercel_files
 from .routes import ServerState, _caller, _json, _title_from, attach, scoped_chat_id
 from .schemas import parse_body, read_bytes
 from .sse import Encoder, EventStreamResponse, follow
@@ -146,10 +148,11 @@ def _check_text(server: ServerState, text: str) -> None:
                                                 "characters; shorten it or split it.")
 
 
-async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str) -> Run:
+async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str,
+                 files: list[FilePart] | None = None) -> Run:
     """Store the user's message and start its run (or attach to the run the same message started)."""
     handle = await server.manager.send_message(user, chat, text, client_message_id,
-                                               title=None if chat.title else _title_from(text))
+                                               title=None if chat.title else _title_from(text), files=files or ())
     await attach(server.log, chat.id, handle.run, created=handle.created)
     return handle.run
 
@@ -179,9 +182,6 @@ def _user_text(message: _UIMessage) -> str:
         kind = part.get("type")
         if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
-        elif kind == "file":
-            raise ApiError(422, "invalid_request", "This server takes text messages only; send the message without "
-                                                   "files.")
     return "\n\n".join(texts)
 
 
@@ -236,7 +236,8 @@ async def vercel_chat(request: Request) -> Response:
     _check_text(server, text)
     _no_nul(last.id)
     chat = await _chat_for_message(server, user, body.id)
-    run = await _start(server, user, chat, text, last.id)
+    files = await vercel_files(server, user, chat.id, last.parts)
+    run = await _start(server, user, chat, text, last.id, files)
     return _stream(server, chat, run, VercelEncoder(message_id=run.id), VERCEL_HEADERS)
 
 
@@ -301,7 +302,8 @@ def ui_history(rows: list[MessageRow], paused: PausedRun | None) -> list[dict[st
     for row in rows:
         messages = orjson.loads(row.message_json)
         if row.kind == "user":
-            parts = [{"type": "text", "text": p["text"]} for p in messages[0]["parts"] if p.get("type") == "text"]
+            parts = [{"type": "text", "text": p["text"]} if p.get("type") == "text" else ui_file_part(p)
+                     for p in messages[0]["parts"] if p.get("type") in ("text", "file")]
             out.append({"id": row.client_message_id or row.id, "role": "user", "parts": parts})
             turn, turn_id = None, row.run_id or row.id
         elif row.kind in ("assistant", "tools_aggregate"):
@@ -346,9 +348,12 @@ def _agui_text(content: Any) -> str:
         return content
     texts = []
     for part in content or []:
-        if getattr(part, "type", None) != "text":
-            raise ApiError(422, "invalid_request", "This server takes text messages only; send the message without "
-                                                   "images, audio, video or documents.")
+        kind = getattr(part, "type", None)
+        if kind in ("image", "document", "binary"):
+            continue  # stored as files (`protocol_files.agui_files`)
+        if kind != "text":
+            raise ApiError(422, "invalid_request", "This server takes text, images and documents; send the message "
+                                                   "without audio or video.")
         texts.append(part.text)
     return "\n\n".join(texts)
 
@@ -373,5 +378,6 @@ async def agui_run(request: Request) -> Response:
             raise ApiError(422, "invalid_request", "A message id is 1 to 200 characters.")
         _no_nul(last.id)
         chat = await _chat_for_message(server, user, agent_input.thread_id)
-        run = await _start(server, user, chat, text, last.id)
+        files = await agui_files(server, user, chat.id, getattr(last, "content", ""))
+        run = await _start(server, user, chat, text, last.id, files)
     return _stream(server, chat, run, AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 
 from ..store import Chat, Decision, Run, RunSummary, Store, User, iso
+from ..store.blobs import Files
 from .approvals import paused_view
 from .auth import authenticate
 from .encode import NativeEncoder
@@ -29,6 +30,7 @@ from .limits import Limits, UserRequests
 from .runs import RunManager
 from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
 from .sse import EventStreamResponse, follow
+from .uploads import FileLimits
 
 __all__ = ["ServerState", "scoped_chat_id"]
 
@@ -48,6 +50,9 @@ class ServerState:
     web_dir: Path | None
     user_requests: UserRequests = field(default_factory=lambda: UserRequests(Limits().max_user_requests))
     suggestions: tuple[str, ...] = ()
+    files: Files | None = None
+    """Uploaded and tool-made files (`files.py`); `None` when the store is not an `SQLStore`."""
+    file_limits: FileLimits = field(default_factory=FileLimits)
     startup_error: Exception | None = None
     """Why the app's start-up failed (read by `toolwire serve` to say it in one sentence)."""
 
@@ -204,7 +209,10 @@ async def update_chat(request: Request) -> Response:
 async def delete_chat(request: Request) -> Response:
     server, user = await _caller(request)
     chat = await _chat(request, server, user)
+    contents = await server.files.chat_contents(chat.id) if server.files is not None else []
     await server.manager.delete_chat(user, chat)
+    if server.files is not None:  # after a crash right here, the sweep deletes them (store/blobs.py)
+        await server.files.release(contents)
     return Response(status_code=204)
 
 
@@ -267,9 +275,12 @@ async def post_message(request: Request) -> Response:
     if len(body.text) > server.limits.max_message_chars:
         raise ApiError(422, "message_too_long", f"The message is longer than {server.limits.max_message_chars:,} "
                                                 "characters; shorten it or split it.")
+    from .files import user_files  # files.py builds on this module's helpers
+
+    attached = await user_files(server, user.id, chat.id, body.files)
     # A chat without a title is named after its first message in the transaction that starts the run.
     handle = await server.manager.send_message(user, chat, body.text, body.client_message_id,
-                                               title=None if chat.title else _title_from(body.text))
+                                               title=None if chat.title else _title_from(body.text), files=attached)
     first = Cursor(handle.run.run_number, 0)
     await attach(server.log, chat.id, handle.run, created=handle.created)
     return _follow_response(server, chat, first, run_id=handle.run.id,

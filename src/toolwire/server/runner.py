@@ -66,9 +66,11 @@ from ..memory import ChatMemory
 from ..messages import Message, ToolCallPart, ToolResultPart
 from ..store import MessageRow, RunStatus, Store, StoreUnavailable, User
 from ..store._recovery import interrupted_round
+from ..store.blobs import Files
 from .approvals import part_dicts, record_pause
 from .eventlog import LogEntry
 from .events import RunPublisher, usage_dict
+from .file_parts import keep_result_files, resolve, without_data
 from .limits import RateLimiter, ResultPolicy
 from .signals import CancelReason, RunWatch
 
@@ -194,8 +196,11 @@ class RunMemory:
     """
 
     def __init__(self, store: Store, *, chat_id: str, run_id: str, policy: ResultPolicy,
-                 notify: Callable[[_Saved], object], retry_seconds: float = STORE_RETRY_SECONDS) -> None:
+                 notify: Callable[[_Saved], object], retry_seconds: float = STORE_RETRY_SECONDS,
+                 files: Files | None = None, user_id: str = "") -> None:
         self._store = store
+        self._files = files
+        self._user_id = user_id
         self.chat_id = chat_id
         self.run_id = run_id
         self._policy = policy
@@ -212,11 +217,15 @@ class RunMemory:
 
     async def load(self, conversation_id: str | None = None) -> list[Message]:
         self._check(conversation_id)
-        return await self._store.load(self.chat_id)
+        history = await self._store.load(self.chat_id)
+        return history if self._files is None else await resolve(history, self._files)
 
     async def append(self, messages: Sequence[Message], conversation_id: str | None = None) -> None:
         self._check(conversation_id)
         safe = [self._policy.message(m) for m in messages]
+        if self._files is not None:  # a tool's files become blobs: the row keeps references only
+            with anyio.CancelScope(shield=True):
+                safe = await keep_result_files(safe, self._files, user_id=self._user_id, chat_id=self.chat_id)
         try:
             with anyio.CancelScope(shield=True):
                 rows = await durably(lambda: self._store.append_messages(self.chat_id, safe, run_id=self.run_id),
@@ -260,6 +269,7 @@ class Runner:
         resume: tuple[RunState, dict[str, AgentApproval]] | None = None,
         trace_context: Any = None,
         retry_seconds: float = STORE_RETRY_SECONDS,
+        files: Files | None = None,
     ) -> None:
         self.user = user
         self.chat_id = chat_id
@@ -290,7 +300,8 @@ class Runner:
         self._committed: list[Message] = []
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy,
-                                notify=lambda saved: self._channel.put(("saved", saved)), retry_seconds=retry_seconds)
+                                notify=lambda saved: self._channel.put(("saved", saved)), retry_seconds=retry_seconds,
+                                files=files, user_id=user.id)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -509,7 +520,7 @@ class Runner:
             self._journal.add(partial(self.limiter.spend, self.user.id, "tool_calls"))
         elif kind is ToolResultEvent:
             assert isinstance(event, ToolResultEvent)
-            safe = self.policy.result(event.result)
+            safe = without_data(self.policy.result(event.result))  # bytes go to the blob store, not to followers
             self._results.append(safe)
             self._journal.add(partial(self._durably, "journaling a tool result",
                                       partial(self.store.record_tool_result, self.run_id, safe)))

@@ -28,8 +28,9 @@ import anyio
 import anyio.abc
 
 from .. import telemetry
-from ..messages import Message
+from ..messages import FilePart, Message, TextPart
 from ..store import Chat, Decision, MessageRow, Recovered, Run, Store, StoreError, StoreUnavailable, User, new_id
+from ..store.blobs import Files
 from .approvals import resume_arguments, resumed_view
 from .errors import ApiError, store_error
 from .eventlog import Cursor, CursorExpired, EventLog
@@ -95,6 +96,8 @@ class RunManager:
         self.drain_seconds = drain_seconds
         self.max_runs = max_runs
         self.store_retry_seconds = store_retry_seconds
+        self.files: Files | None = None
+        """Where runs keep the files tools return and find those their history references (`files.py`)."""
         self.accepting = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._local: dict[str, _Local] = {}
@@ -236,12 +239,13 @@ class RunManager:
                                                     f"{seconds} s.", headers={"Retry-After": str(seconds)})
 
     async def send_message(self, user: User, chat: Chat, text: str, client_message_id: str, *,
-                           title: str | None = None) -> RunHandle:
+                           title: str | None = None, files: Sequence[FilePart] = ()) -> RunHandle:
         """Store the user's message and start a run answering it (or find the run it already started); `title`
         names a chat that has none, in the same transaction."""
         await self._admit(user)
         try:
-            start = await self.store.start_run(chat.id, user_message=Message.user(text),
+            message = Message(role="user", parts=[TextPart(text=text), *files]) if files else Message.user(text)
+            start = await self.store.start_run(chat.id, user_message=message,
                                                client_message_id=client_message_id, owner=self.owner,
                                                lease_seconds=self.lease_seconds, title=title)
         except StoreError as exc:
@@ -288,7 +292,7 @@ class RunManager:
                         factory=self.factory, watch=watch, policy=self.policy, limiter=self.limiter,
                         max_parallel_tools=self.limits.max_tool_concurrency,
                         resume=resume, trace_context=telemetry.capture_context(),  # type: ignore[arg-type]
-                        retry_seconds=self.store_retry_seconds)
+                        retry_seconds=self.store_retry_seconds, files=self.files)
         self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
 
     async def _previous_end_published(self, chat_id: str, previous: int) -> None:

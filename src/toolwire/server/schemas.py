@@ -15,6 +15,7 @@ from starlette.requests import Request
 
 from ..messages import Message
 from .errors import ApiError
+from .uploads import file_paths
 
 __all__ = ["ChatCreate", "ChatUpdate", "DecisionIn", "DecisionsIn", "MessageIn", "openapi_document", "parse_body",
            "read_body", "read_bytes"]
@@ -50,6 +51,9 @@ class MessageIn(_Body):
     client_message_id: Id = Field(description="Chosen by the client, unique per message: sending the same id again "
                                               "attaches to the run it started instead of starting another.")
     text: Text = Field(min_length=1)
+    files: list[Id] = Field(default_factory=list, max_length=100,
+                            description="Ids of files uploaded to this chat (`POST .../files`) that the message "
+                                        "carries.")
     on_disconnect: Literal["continue", "cancel"] = Field(
         "continue", description="What a disconnect of this request does to the run: `continue` (the default) lets "
                                 "it finish and be stored; `cancel` cancels it.")
@@ -367,6 +371,7 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                      "schema": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20}},
                     {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}}])}
     paths.update(_protocol_paths(op, schemas, chat_id, run_started))
+    paths.update(file_paths(op, chat_id, _error_response))
     plain = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
     paths["/api/me"] = {"get": op("Who this API token belongs to (the user's name)", {"200": {
         "description": "The user", "content": {"application/json": {"schema": {

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     DateTime,
     Dialect,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -27,8 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["UTCDateTime", "api_tokens", "approvals", "chats", "described_by_metadata", "messages", "metadata",
-           "resume_claims", "run_tool_calls", "runs", "users"]
+__all__ = ["UTCDateTime", "api_tokens", "approvals", "blob_chunks", "blob_contents", "chats", "described_by_metadata",
+           "files", "messages", "metadata", "resume_claims", "run_tool_calls", "runs", "users"]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -163,6 +165,38 @@ resume_claims = Table(
     Column("state_id", String(200), primary_key=True),
     Column("conversation_id", String(200), nullable=True),
     Column("claimed_at", UTCDateTime(), nullable=False),
+)
+
+# Files (migration 0004, `blobs.py`): a file belongs to a chat and its user and names its content by sha256;
+# the content is kept once per sha256 in a blob store (a folder, or the two tables after it).
+files = Table(
+    "files", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("user_id", String(64), ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("chat_id", String(64), ForeignKey("chats.id", ondelete="CASCADE"), nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("media_type", String(200), nullable=False),
+    Column("name", Text(), nullable=False),
+    Column("size", BigInteger(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Index(None, "user_id"),
+    Index(None, "chat_id"),
+    Index(None, "sha256"),
+)
+
+blob_contents = Table(
+    "blob_contents", metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("size", BigInteger(), nullable=False),
+    # Seconds since the epoch of the last put: the sweep spares contents put within its grace period.
+    Column("touched_at", Float(), nullable=False),
+)
+
+blob_chunks = Table(
+    "blob_chunks", metadata,
+    Column("sha256", String(64), ForeignKey("blob_contents.sha256", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer(), primary_key=True),
+    Column("data", LargeBinary(), nullable=False),
 )
 
 

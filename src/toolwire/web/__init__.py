@@ -35,7 +35,7 @@ ASSET_TYPES: dict[str, str] = {
 """Content types of the files the page loads (module scripts must be served as JavaScript)."""
 
 
-PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; "
                "base-uri 'none'; form-action 'none'")
 """The page's Content-Security-Policy, as its `<meta>` tag says it. The server sends it as a header too, with
 `frame-ancestors` (which a `<meta>` policy cannot carry): no other site may frame the page."""

@@ -10,6 +10,7 @@
 // Every request resolves `api/...` against the page's own address, so the page also works when a
 // proxy serves it under a path prefix.
 
+import { Attachments, setFileSource } from "./attachments.js";
 import { Api, ApiError } from "./api.js";
 import { ConversationView } from "./render.js";
 import { ChatSearch } from "./search.js";
@@ -58,6 +59,7 @@ class App {
       theme: $("theme"), suggestions: $("suggestions"),
     };
     this.api = null;
+    this.attachments = new Attachments(doc, this.ui.composer, this.ui.message);
     this.session = null;
     this.view = null;
     this.chats = [];
@@ -94,6 +96,7 @@ class App {
 
   signIn(token) {
     this.api = new Api({ base: this.doc.baseURI, token });
+    setFileSource(this.api);
     this.ui.login.hidden = true;
     this.ui.app.hidden = false;
     this.ui.signedIn.textContent = "";
@@ -461,7 +464,16 @@ class App {
       // Only a chat known to be untitled (its GET answered): one typed into before that keeps its title.
       this.nameChat(session.chatId, titleFrom(text));
     }
-    const refused = await session.send(text);
+    let files = [];
+    if (this.attachments.count > 0) {
+      files = await this.attachments.uploadAll(this.api, session.chatId);
+      if (files instanceof Error) { // the files stay in the composer with their error; the text comes back
+        if (ui.message.value === "") ui.message.value = text;
+        return;
+      }
+      this.attachments.clear();
+    }
+    const refused = await session.send(text, files);
     if (refused !== null && ui.message.value === "") {
       ui.message.value = text; // nothing was sent: the text is not lost
       this.fitMessageBox();

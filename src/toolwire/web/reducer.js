@@ -278,6 +278,7 @@ function withResult(card, result, duration) {
     ...card,
     name: card.name || result.name || "",
     result: result.result,
+    files: result.files ?? card.files ?? [],
     hasResult: true,
     isError: Boolean(result.is_error),
     duration: duration ?? card.duration,

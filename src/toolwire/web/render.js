@@ -8,6 +8,7 @@
 // titles) enters the page as text nodes or through markdown.js, which builds elements only: no HTML
 // string is ever parsed, and no attribute is taken from data except links that passed markdown.safeUrl.
 
+import { fileViews } from "./attachments.js";
 import { addCodeCopyButtons, copyButton } from "./copy.js";
 import { updateMarkdown } from "./markdown.js";
 import { CardStatus, stepFromRow } from "./reducer.js";
@@ -192,7 +193,7 @@ export class ConversationView {
       return node;
     }
     const row = item.data;
-    if (row.kind === "user") return this.userBubble(textOf(row.messages[0]));
+    if (row.kind === "user") return this.userBubble(textOf(row.messages[0]), true, row.messages[0].parts);
     const node = el("div", "stored");
     node.dataset.rowId = row.id;
     node.append(this.createStep());
@@ -212,9 +213,12 @@ export class ConversationView {
       stepsCount: summary.steps ?? null, duration: summary.duration ?? null });
   }
 
-  userBubble(text, copyable = true) {
+  userBubble(text, copyable = true, parts = []) {
     const node = el("div", "user-message");
     node.append(el("div", "bubble", text));
+    const files = fileViews(document, parts);
+    if (files.length > 0) node.firstChild.append(el("div", "message-files"));
+    if (files.length > 0) node.firstChild.lastChild.append(...files);
     if (copyable) node.append(el("div", "message-actions"));
     if (copyable) node.lastChild.append(copyButton(() => text, "Copy"));
     return node;
@@ -224,7 +228,7 @@ export class ConversationView {
     node.dataset.status = run.status;
     const [user, stepsNode, meta] = node.children;
     if (old === null || old.userRow !== run.userRow) {
-      user.replaceChildren(...(run.userRow ? [this.userBubble(textOf(run.userRow.messages[0]))] : []));
+      user.replaceChildren(...(run.userRow ? [this.userBubble(textOf(run.userRow.messages[0]), true, run.userRow.messages[0].parts)] : []));
     }
     const steps = run.steps.filter((s) => s.blocks.length > 0).map((s) => ({ key: s.index, data: s }));
     reconcileChildren(stepsNode, steps, node.stepNodes, () => this.createStep(), (stepNode, item, previous) =>
@@ -428,6 +432,14 @@ export class ConversationView {
         result.lastChild.textContent = stopped ? "Stopped before it finished." : error ?? jsonText(card.result);
         result.open = error !== null || result.lastChild.textContent.length < 2000;
         result.classList.toggle("is-error", error !== null && !stopped);
+      }
+      // A tool's files, once stored (by reference): images shown, others as download chips (attachments.js).
+      const files = fileViews(document, (card.files ?? []).filter((f) => f.blob_id));
+      node.querySelector(":scope > .tool-files")?.remove();
+      if (files.length > 0) {
+        const box = el("div", "tool-files");
+        box.append(...files);
+        result.after(box);
       }
     }
     if (card.status === CardStatus.EXECUTING && card.startedAt !== null) this.running.set(node, card.startedAt);

@@ -154,10 +154,11 @@ export class ChatSession {
    * Send a message. Resolves to null once the run was followed to its end (or handed to reconnection),
    * or to the ApiError that refused it (nothing was started: the caller gives the text back).
    */
-  async send(text) {
+  async send(text, files = []) {
     const clientMessageId = newId();
     this.dispatch({ type: "client_send", client_message_id: clientMessageId, text });
     const body = { client_message_id: clientMessageId, text, on_disconnect: "continue" };
+    if (files.length > 0) body.files = files; // ids of files uploaded to this chat (attachments.js)
     const refused = await this.follow(() => this.api.sendMessage(this.chatId, body, this.abort.signal), { retryOpen: true });
     if (refused !== null) this.dispatch({ type: "client_send_failed", message: describe(refused) });
     return refused;

@@ -151,8 +151,9 @@ const commands = {
     return { id: chat.id };
   },
 
-  async send({ name, text }) {
-    await chats.get(name).chat.sendMessage({ text });
+  // `files`: FileUIPart objects ({ type: 'file', mediaType, filename, url }), as sendMessage({ files }) takes them.
+  async send({ name, text, files }) {
+    await chats.get(name).chat.sendMessage(files ? { text, files } : { text });
     return snapshot(name);
   },
 
