@@ -11,6 +11,7 @@
 // proxy serves it under a path prefix.
 
 import { Api, ApiError } from "./api.js";
+import { warmUpMarkdown } from "./markdown.js";
 import { ConversationView } from "./render.js";
 import { ChatSearch } from "./search.js";
 import { activeRun, pendingApprovals } from "./selectors.js";
@@ -71,6 +72,7 @@ class App {
     bindThemeButton(this.ui.theme);
     this.bind();
     this.takeAddressToken();
+    warmUpMarkdown(this.doc); // while the first requests are out: the first chat opened draws faster
   }
 
   /** At start, and whenever the address gets a `#token=` (a link opened in this tab). */
