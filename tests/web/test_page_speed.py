@@ -1,6 +1,6 @@
 """What the page does so that opening a chat with a long answer stays fast (figures: bench/page_markdown.py).
 
-The Markdown parser runs about three times slower the first time the page uses it (its code is compiled
+The Markdown parser runs about twice as slow the first time the page uses it (its code is compiled
 lazily and runs slowly until the engine has seen it run), so the page runs it on a small sample while its
 first requests are out. These tests count the parser's calls through a copy of markdown.js that records
 them (served by the browser's routing), so they assert what the page does, not how fast a loaded machine is.
@@ -8,14 +8,17 @@ them (served by the browser's routing), so they assert what the page does, not h
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bench.page_markdown import answer
+from bench.page_markdown import CASES, answer
 from playwright.sync_api import expect
 
+from .conftest import ROOT, chromium_path, require
 from .contract_server import ContractServer
 
 IMPORT = 'import { lowlight, normalizeUri, parseMarkdownTree } from "./vendor/markdown-libs.js";'
@@ -73,3 +76,16 @@ def test_the_parser_is_warmed_up_before_the_first_chat_arrives(server: ContractS
         assert [length for length, _ in parsed].count(len(text)) == 1, parsed
     finally:
         context.close()
+
+
+def test_the_benchmark_runs() -> None:
+    """The command docs/guides/web-page.md shows: one fresh page per case, a table of every case."""
+    require("Chromium", chromium_path() is not None, "run scripts/test-browser (as root) to install Debian's chromium.")
+    done = subprocess.run([sys.executable, "-m", "bench.page_markdown", "--pages", "1"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "ms" not in line]
+    cases = [row.split("|")[1].strip() for row in rows[1:]]
+    assert cases == [name for name, *_ in CASES], done.stdout
+    for row in rows[1:]:
+        assert float(row.split("|")[2]) > 0, row

@@ -90,7 +90,7 @@ const WARM_UP = "## A\n\nText **b** _i_ `c` [l](https://example.org/) https://ex
 
 /**
  * Parse, highlight and draw a small sample once, off the page. The first answer the page draws costs about
- * three times what the same answer costs later (the parser's code is compiled lazily, and runs slowly until
+ * twice what the same answer costs later (the parser's code is compiled lazily, and runs slowly until
  * the engine has seen it run): the page calls this while it waits for the server's first answers, so that
  * time is spent before there is anything to show rather than when a chat opens (bench/page_markdown.py).
  */
