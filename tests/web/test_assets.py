@@ -43,3 +43,15 @@ def test_no_module_turns_strings_into_markup_or_code(module: Path) -> None:
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function",
                  "setAttribute(\"on", "srcdoc", ".src =", "createContextualFragment", "DOMParser"):
         assert sink not in source, f"{module} uses {sink}"
+
+
+def test_the_palette_is_stated_once() -> None:
+    """Each colour of style.css is declared once, as light-dark(light, dark); the theme sets only color-scheme."""
+    css = (WEB_DIR / "style.css").read_text()
+    declared = re.findall(r"^\s*(--[\w-]+):\s*([^;]+);", css, flags=re.MULTILINE)
+    names = [name for name, _ in declared]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    colours = {name: value for name, value in declared if "#" in value}
+    assert colours, "the palette is declared in style.css"
+    assert all(value.startswith("light-dark(") for value in colours.values()), colours
+    assert "prefers-color-scheme" not in css, "the system's setting reaches the palette through color-scheme"

@@ -108,6 +108,8 @@ class Round:
     """Accepted `final_result` values (validated, output validators applied), by call id."""
     held: dict[str, ToolCallPart] = field(default_factory=dict)
     """Calls waiting for a person's approval."""
+    durations: dict[str, float] = field(default_factory=dict)
+    """Seconds each call that ran took, by call id: kept in the results message's metadata (`toolwire`)."""
     decisions: dict[str, Denial | None] = field(default_factory=dict)
     """For a resumed round: each pending call's decision (`None` runs it)."""
     streamed: bool = False
@@ -386,6 +388,7 @@ class RoundPlayer:
                     self._emit(ToolStartedEvent(call=call))
                     executed = await self._execute(round_, admitted)
                 result, duration, exception = executed.result, executed.duration, executed.exception
+                round_.durations[call.id] = round(duration, 3)
                 metadata = context.metadata
                 self._count_retry(round_, admitted, executed)
         round_.results[call.id] = result
@@ -460,7 +463,7 @@ class RoundPlayer:
             return []
         calls = calls_of(message)
         results = results_in_order(calls, round_.results, missing)
-        new = [message, Message.tool_results(results)] if calls else [message]
+        new = [message, tool_results_message(results, round_.durations)] if calls else [message]
         self.messages.extend(new)
         self.steps.append(StepResult(index=round_.step, message=message, results=results, usage=round_.usage,
                                      finish_reason=round_.finish_reason))
@@ -511,3 +514,16 @@ async def _close(response: ModelResponse, exc: BaseException | None) -> None:
     with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
         await response.__aexit__(type(exc) if exc is not None else None, exc,
                                  exc.__traceback__ if exc is not None else None)
+
+
+DURATIONS_KEY = "toolwire"
+"""The results message's metadata key for what toolwire itself records: `{"durations": {call_id: seconds}}`."""
+
+
+def tool_results_message(results: list[ToolResultPart], durations: dict[str, float]) -> Message:
+    """A round's results message; the seconds each call that ran took go in its metadata, so a stored round
+    shows its timings after a reload (no wire adapter sends metadata it does not own)."""
+    ran = {part.call_id: durations[part.call_id] for part in results if part.call_id in durations}
+    if not ran:
+        return Message.tool_results(results)
+    return Message(role="user", parts=list(results), metadata={DURATIONS_KEY: {"durations": ran}})

@@ -12,6 +12,7 @@
 
 import { Attachments, setFileSource } from "./attachments.js";
 import { Api, ApiError } from "./api.js";
+import { warmUpMarkdown } from "./markdown.js";
 import { ConversationView } from "./render.js";
 import { ChatSearch } from "./search.js";
 import { activeRun, pendingApprovals } from "./selectors.js";
@@ -73,6 +74,7 @@ class App {
     bindThemeButton(this.ui.theme);
     this.bind();
     this.takeAddressToken();
+    warmUpMarkdown(this.doc); // while the first requests are out: the first chat opened draws faster
   }
 
   /** At start, and whenever the address gets a `#token=` (a link opened in this tab). */

@@ -83,6 +83,21 @@ export function renderMarkdown(text, doc = document) {
   return fragment;
 }
 
+// A sample with every construct an answer usually has, for warmUpMarkdown.
+const WARM_UP = "## A\n\nText **b** _i_ `c` [l](https://example.org/) https://example.com ~~d~~.\n\n"
+  + "- a\n- b\n\n1. a\n2. b\n\n> q\n\n```python\ndef f(x):\n    return [x * 2 for x in range(3)]\n```\n\n"
+  + "| a | b |\n|---|---:|\n| 1 | 2 |\n\n---\n";
+
+/**
+ * Parse, highlight and draw a small sample once, off the page. The first answer the page draws costs about
+ * twice what the same answer costs later (the parser's code is compiled lazily, and runs slowly until
+ * the engine has seen it run): the page calls this while it waits for the server's first answers, so that
+ * time is spent before there is anything to show rather than when a chat opens (bench/page_markdown.py).
+ */
+export function warmUpMarkdown(doc = document, rounds = 2) {
+  for (let k = 0; k < rounds; k += 1) renderMarkdown(WARM_UP.repeat(k + 1), doc);
+}
+
 /** The DOM node of each top-level block of a tree ({block, node}; blocks that show nothing are left out). */
 function drawBlocks(tree, doc) {
   const context = { doc, definitions: definitionsOf(tree) };

@@ -328,7 +328,7 @@ function callsOf(message) {
  * the aggregate renderer draws stored and live rounds alike. `decisions` are the approval decisions
  * the server recorded for these calls (a RunSummary's), so a denied call shows as denied.
  */
-export function stepFromMessages(assistant, results = [], index = 0, decisions = []) {
+export function stepFromMessages(assistant, results = [], index = 0, decisions = [], durations = {}) {
   let step = newStep(index);
   step = { ...step, ended: true, finished: true, saved: true, message: assistant };
   const byCall = {};
@@ -356,7 +356,7 @@ export function stepFromMessages(assistant, results = [], index = 0, decisions =
           storedReason: reasons[part.id] ?? null }), part);
         callIndex += 1;
         const result = byCall[part.id];
-        if (result !== undefined) card = withResult(card, result, null);
+        if (result !== undefined) card = withResult(card, result, durations[part.id] ?? null);
         step = addCardToStep(step, card);
         break;
       }
@@ -380,7 +380,9 @@ export function stepFromMessages(assistant, results = [], index = 0, decisions =
 export function stepFromRow(row, summary = null) {
   const [assistant, results] = row.messages ?? [];
   const resultParts = (results?.parts ?? []).filter((p) => p.type === "tool_result");
-  return stepFromMessages(assistant, resultParts, 0, summary?.decisions ?? []);
+  // The seconds each call took, kept by the agent in the results message's metadata (agent/_round.py).
+  const durations = results?.metadata?.toolwire?.durations ?? {};
+  return stepFromMessages(assistant, resultParts, 0, summary?.decisions ?? [], durations);
 }
 
 /** Fill a live step with whatever its committed (or assembled) message has and the stream missed. */

@@ -279,6 +279,14 @@ export class ConversationView {
     if (old !== null && old.cards !== step.cards) {
       for (const [key, entry] of node.blockNodes) if (key.endsWith(":tools")) this.patchTools(entry.node, entry.data, step, run);
     }
+    // Text the provider cut off stays, said to be incomplete: the step failed, or its message says so.
+    const cut = step.message?.metadata?.incomplete === true || step.blocks.some((b) => b.kind === "error");
+    for (const [key, entry] of node.blockNodes) {
+      if (key.endsWith(":text") && entry.node.classList.contains("incomplete") !== cut) {
+        entry.node.classList.toggle("incomplete", cut);
+        entry.node.querySelector(".incomplete-note").hidden = !cut;
+      }
+    }
   }
 
   createBlock(block) {
@@ -286,7 +294,9 @@ export class ConversationView {
       case "text": {
         // The Markdown, then the message's actions (copy its source text).
         const node = el("div", "text-block");
-        node.append(el("div", "md"), el("div", "message-actions"));
+        const cut = el("p", "incomplete-note", "Incomplete: the answer stopped here.");
+        cut.hidden = true;
+        node.append(el("div", "md"), cut, el("div", "message-actions"));
         node.lastChild.append(copyButton(() => node.sourceText ?? "", "Copy"));
         return node;
       }
