@@ -2,8 +2,12 @@
 an image re-checked with Pillow, before anything is stored.
 
 - The body is read a chunk at a time and written to a temporary file while it is hashed; past
-  `FileLimits.max_file_bytes` the request is refused (413) at once and the rest is never read, so memory stays
-  flat whatever a client sends (a declared `Content-Length` over the limit is refused before any of it is read).
+  `FileLimits.max_file_bytes` the request is refused (413). Up to `DRAIN_BYTES` more of the body is read and
+  thrown away first, so that a client a little over the limit (a photo slightly too big: the usual case)
+  finishes sending and reads its 413: closing on a body not yet read makes the kernel reset the connection,
+  and the client then sees a broken connection instead of the answer. Past that allowance (or a declared
+  `Content-Length` beyond it) the answer goes out at once with `Connection: close`, and the rest is never read,
+  so memory stays flat whatever a client sends.
 - The type is what the bytes say (puremagic's signatures; text is UTF-8 without NUL characters), never what the
   client's `Content-Type` or file name claim: a PNG named `.pdf` is stored as the PNG it is, and a type not in
   `FileLimits.media_types` is refused (415).
@@ -18,6 +22,7 @@ import hashlib
 import os
 import tempfile
 import warnings
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,8 +134,9 @@ def file_name(raw: str | None) -> str:
 async def receive_upload(request: Request, limits: FileLimits, *, name: str) -> Spooled:
     """The request's body in a temporary file, checked (module docstring); the caller adds it to the store."""
     declared = request.headers.get("content-length")
+    stream = request.stream()
     if declared is not None and declared.isdigit() and int(declared) > limits.max_file_bytes:
-        raise _too_large(limits)
+        raise await _refusal(stream, limits, int(declared))
     handle, raw_path = tempfile.mkstemp(prefix="toolwire-upload-")
     os.close(handle)
     path = Path(raw_path)
@@ -138,10 +144,10 @@ async def receive_upload(request: Request, limits: FileLimits, *, name: str) -> 
     size = 0
     try:
         async with await anyio.open_file(path, "wb") as out:
-            async for chunk in request.stream():
+            async for chunk in stream:
                 size += len(chunk)
                 if size > limits.max_file_bytes:
-                    raise _too_large(limits)
+                    raise await _refusal(stream, limits, None)
                 digest.update(chunk)
                 await out.write(chunk)
         if size == 0:
@@ -157,12 +163,33 @@ async def receive_upload(request: Request, limits: FileLimits, *, name: str) -> 
     return Spooled(path=path, sha256=digest.hexdigest(), size=size, media_type=media_type, name=name)
 
 
-def _too_large(limits: FileLimits) -> ApiError:
+DRAIN_BYTES = 4 * 1024 * 1024
+DRAIN_SECONDS = 5.0
+
+
+async def _refusal(stream: AsyncIterator[bytes], limits: FileLimits, declared: int | None) -> ApiError:
+    """The 413, after reading what is left of a body a little over the limit (module docstring)."""
+    if declared is None or declared - limits.max_file_bytes <= DRAIN_BYTES:
+        drained = 0
+        try:
+            with anyio.move_on_after(DRAIN_SECONDS):
+                async for chunk in stream:
+                    drained += len(chunk)
+                    if drained > DRAIN_BYTES:
+                        break
+                else:
+                    return _too_large(limits, close=False)
+        except ClientDisconnect:
+            pass  # the client is gone: the answer has nobody to reach
+    return _too_large(limits, close=True)
+
+
+def _too_large(limits: FileLimits, *, close: bool) -> ApiError:
     # `Connection: close`: uvicorn then closes the connection after the answer instead of reading (and
-    # discarding) the rest of the body to keep it alive, so a client sending 1 GB is cut off at the limit.
+    # discarding) the rest of the body to keep it alive, so a client sending 1 GB is cut off near the limit.
     return ApiError(413, "file_too_large", f"The file is larger than this server accepts "
                                            f"({limits.max_file_bytes:,} bytes); send a smaller one.",
-                    headers={"Connection": "close"})
+                    headers={"Connection": "close"} if close else None)
 
 
 def file_paths(op: Any, chat_id: dict[str, Any], error: Any) -> dict[str, Any]:
