@@ -197,3 +197,12 @@ def test_a_text_file_round_trips_through_the_openai_chat_fake() -> None:
     notes = FilePart(media_type="text/plain", data=base64.b64encode(b"Milk\n").decode(), name="list.txt")
     request = decoded("openai-chat", build("openai-chat", [Message(role="user", parts=[TextPart(text="Read."), notes])]))
     assert request.user_files() == [notes]
+
+
+def test_files_beside_gemini_results_are_not_taken_for_the_persons() -> None:
+    provider = Provider(name="test", protocol="gemini", base_url="http://x", options={"tool_result_files": "alongside"})
+    body = protocol_class("gemini")(provider).build_request("m", history(CHART), [], {})
+    request = decoded("gemini", body)
+    assert request.user_files() == []  # the person attached nothing; the chart came from the tool
+    (message,) = [m for m in request.messages if m.tool_results_parts]
+    assert UNNAMED_IMAGE in message.parts
