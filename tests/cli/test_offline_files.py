@@ -31,7 +31,7 @@ async def test_the_offline_model_describes_the_files_it_received() -> None:
     async with offline_model(delay=0.0, clients=[]) as (model, _):
         result = await Agent(model, tools=SERVE_TOOLS).run(message)
     assert result.output.startswith("I received 2 files: ")
-    assert f"an image (image/png, {len(image)} bytes)" in result.output  # the chat wire carries no image names
+    assert f"an image (photo.png, image/png, {len(image)} bytes)" in result.output  # names travel as file_labels
     assert "a file (r.pdf, application/pdf, 2.9 kB)" in result.output
 
 

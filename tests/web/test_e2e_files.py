@@ -50,7 +50,7 @@ def test_an_attached_image_is_uploaded_described_and_shown_after_a_reload(serve:
     assert_accessible(page.page, "a file waiting to be sent")
     page.send("What is in this picture?")
     page.expect_last_run_status("completed", timeout=20_000)
-    expect(page.page.locator(".md").last).to_contain_text("I received one file: an image (image/png")
+    expect(page.page.locator(".md").last).to_contain_text("I received one file: an image (red.png, image/png")
     expect(waiting).to_have_count(0)
     image = page.page.locator(".user-message .file-image img")
     expect(image).to_have_count(1)

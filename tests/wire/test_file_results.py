@@ -197,3 +197,22 @@ def test_a_text_file_round_trips_through_the_openai_chat_fake() -> None:
     notes = FilePart(media_type="text/plain", data=base64.b64encode(b"Milk\n").decode(), name="list.txt")
     request = decoded("openai-chat", build("openai-chat", [Message(role="user", parts=[TextPart(text="Read."), notes])]))
     assert request.user_files() == [notes]
+
+
+def test_files_beside_gemini_results_are_not_taken_for_the_persons() -> None:
+    provider = Provider(name="test", protocol="gemini", base_url="http://x", options={"tool_result_files": "alongside"})
+    body = protocol_class("gemini")(provider).build_request("m", history(CHART), [], {})
+    request = decoded("gemini", body)
+    assert request.user_files() == []  # the person attached nothing; the chart came from the tool
+    (message,) = [m for m in request.messages if m.tool_results_parts]
+    assert UNNAMED_IMAGE in message.parts
+
+
+def test_file_labels_carry_the_names_the_image_blocks_cannot() -> None:
+    messages = [Message(role="user", parts=[TextPart(text="Look."), CHART, REPORT])]
+    body = build("openai-chat", messages, file_labels=True)
+    assert body["messages"][0]["content"][1] == {"type": "text",
+                                                 "text": "[Attached file: chart.png (image/png, 70 bytes)]"}
+    request = decoded("openai-chat", body)
+    assert request.messages[0].parts == [TextPart(text="Look."), CHART, REPORT]
+    assert "Attached file" not in str(build("openai-chat", messages))  # off unless a host asks for it

@@ -33,7 +33,8 @@ import orjson
 
 from .._transport import ShardedTransport
 from ..messages import FilePart, ToolResultPart
-from ..models import Model, get_model
+from ..models import HTTPModel, Model
+from ..providers import get_provider
 from ..testing import AutoResponder, FakeProviderServer
 from ..testing.fake import FakeRequest, FakeText, FakeThinking, FakeToolCall, FakeTurn
 from ..tools import ToolDefinition
@@ -310,8 +311,10 @@ async def offline_model(*, delay: float, clients: list[httpx.AsyncClient]) -> As
                                    transport=ShardedTransport(limits=_CONNECTIONS, trust_env=False))
         clients.append(client)
         try:
-            yield (get_model(f"{server.provider}:demo-model", base_url=server.base_url, api_key="demo",
-                             http_client=client),
+            # `file_labels`: each attached file's name travels on a line before it, so the responder sees it.
+            provider = get_provider(server.provider)
+            provider = dataclasses.replace(provider, options={**provider.options, "file_labels": True})
+            yield (HTTPModel(provider, "demo-model", base_url=server.base_url, api_key="demo", http_client=client),
                    f"the offline fake model (a fake OpenAI-compatible server on {server.url})")
         finally:
             await client.aclose()

@@ -27,10 +27,12 @@ from ..exceptions import UserError
 from ..messages import FilePart
 
 __all__ = [
+    "FILE_LABEL",
     "RESULT_FILES_INTRO",
     "data_url",
     "decoded_size",
     "describe",
+    "file_label",
     "files_note",
     "is_image",
     "is_pdf",
@@ -166,6 +168,16 @@ def result_files_intro(call_id: str, name: str, files: Sequence[FilePart]) -> st
 
 RESULT_FILES_INTRO = re.compile(r"\AThe tool call (\S+) \((.*?)\) returned these files with its result: ")
 """Matches `result_files_intro` (the fake providers read it back to rebuild the result's files)."""
+
+
+def file_label(part: FilePart) -> str:
+    """The line before a named user file where the provider option `file_labels` is on (the block itself
+    carries no name on OpenAI chat): `[Attached file: dot.png (image/png, 70 bytes)]`."""
+    return f"[Attached file: {describe(part)}]"
+
+
+FILE_LABEL = re.compile(r"\A\[Attached file: (.+) \(([^,()]+)(?:, [\d,]+ bytes)?\)\]\Z")
+"""Matches `file_label` (the fake providers read the name back from it)."""
 
 
 def files_note(files: Sequence[FilePart], provider: str) -> str:

@@ -58,6 +58,7 @@ from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
 from ._files import (
     data_url,
+    file_label,
     files_note,
     is_image,
     is_pdf,
@@ -401,6 +402,9 @@ class Protocol(WireProtocol):
             elif isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, FilePart):
+                if part.name and self.option("file_labels", False):
+                    # Image blocks carry no name: a host that wants it (the offline model) gets a line first.
+                    content.append({"type": "text", "text": file_label(resolved(part, self.who()))})
                 content.append(self.map_file(part))
                 has_files = True
         if result_files:

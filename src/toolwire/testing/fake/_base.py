@@ -76,8 +76,9 @@ class FakeRequest:
         for message in reversed(self.messages):
             if message.role != "user":
                 continue
-            if all(isinstance(p, ToolResultPart) for p in message.parts):
-                continue
+            results = any(isinstance(p, ToolResultPart) for p in message.parts)
+            if results and not any(isinstance(p, TextPart) and p.text for p in message.parts):
+                continue  # a round of results (with files beside them on some protocols), not the person
             return [p for p in message.parts if isinstance(p, FilePart)]
         return []
 

@@ -12,6 +12,7 @@ Ollama) do; OpenAI itself does not stream reasoning on this endpoint. Errors ins
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
@@ -21,7 +22,7 @@ from typing import Any
 import orjson
 
 from ...messages import FilePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
-from ...wire._files import RESULT_FILES_INTRO
+from ...wire._files import FILE_LABEL, RESULT_FILES_INTRO
 from ...wire.mistral import TOOL_RESULTS_BRIDGE
 from ._base import (
     FakeProtocol,
@@ -141,7 +142,11 @@ def chat_user_parts(content: Any) -> list[Part]:
         elif kind == "document_url":
             file = file_from_url(block.get("document_url"), media_type="application/pdf")
         if file is not None:
-            parts.append(file)
+            label = FILE_LABEL.match(parts[-1].text) if parts and isinstance(parts[-1], TextPart) else None
+            if label is not None:  # `file_labels`: the line before a file names it
+                parts[-1] = dataclasses.replace(file, name=label.group(1))
+            else:
+                parts.append(file)
     return parts
 
 
