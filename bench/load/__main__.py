@@ -229,9 +229,17 @@ async def make_chats(server: Server, count: int) -> list[str]:
 
         async def one() -> str:
             async with semaphore:
-                response = await client.post("/api/chats", json={})
-                response.raise_for_status()
-                return str(response.json()["id"])
+                for attempt in range(3):
+                    try:
+                        response = await client.post("/api/chats", json={})
+                    except httpx.TransportError:
+                        # A pooled connection the server closed (its keep-alive timeout) as the request went out.
+                        if attempt == 2:
+                            raise
+                        continue
+                    response.raise_for_status()
+                    return str(response.json()["id"])
+                raise AssertionError("unreachable")
 
         return list(await asyncio.gather(*(one() for _ in range(count))))
 

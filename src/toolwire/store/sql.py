@@ -183,6 +183,15 @@ class SQLStore:
             return self._write_engine
         return self.engine.sync_engine
 
+    @property
+    def read_engines(self) -> list[Engine]:
+        """The engines reads go through (a listener on each sees every read): the pool's, and on SQLite the
+        one-statement reads' own (`create_sqlite_reader`)."""
+        engines = [self.engine.sync_engine]
+        if self._sqlite_reader is not None:
+            engines.append(self._sqlite_reader)
+        return engines
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
