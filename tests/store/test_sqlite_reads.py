@@ -33,8 +33,8 @@ async def test_reads_do_not_wait_for_the_pool_or_fail_on_its_timeout(tmp_path: P
             found.append(len(await store.list_messages(chat.id)))
             assert await store.user_for_token("nobody's") is None  # not cached: a read each time
 
-        async with store.engine.connect():  # the pool's one connection, held throughout
-            async with anyio.create_task_group() as tg:
-                for _ in range(20):
-                    tg.start_soon(read)
+        # The pool's one connection, held throughout.
+        async with store.engine.connect(), anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(read)
         assert found == [1] * 20
