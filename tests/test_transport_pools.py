@@ -41,3 +41,13 @@ async def test_streams_are_spread_over_the_pools_and_each_keeps_its_share_of_the
 def test_a_transport_needs_a_pool() -> None:
     with pytest.raises(UserError, match="at least one pool"):
         ShardedTransport(0)
+
+
+def test_the_pools_share_one_tls_context() -> None:
+    # Each pool loading the system's CA certificates again cost about a second of CPU at every server start.
+    transport = ShardedTransport(shards=4)
+    contexts = {id(pool._pool._ssl_context) for pool in transport._pools}
+    assert len(contexts) == 1
+    assert transport._pools[0]._pool._ssl_context.verify_mode.name == "CERT_REQUIRED"
+    own = ShardedTransport(shards=2, verify=False)  # a caller's choice is passed on as it was
+    assert own._pools[0]._pool._ssl_context.verify_mode.name == "CERT_NONE"

@@ -229,9 +229,17 @@ async def make_chats(server: Server, count: int) -> list[str]:
 
         async def one() -> str:
             async with semaphore:
-                response = await client.post("/api/chats", json={})
-                response.raise_for_status()
-                return str(response.json()["id"])
+                for attempt in range(3):
+                    try:
+                        response = await client.post("/api/chats", json={})
+                    except httpx.TransportError:
+                        # A pooled connection the server closed (its keep-alive timeout) as the request went out.
+                        if attempt == 2:
+                            raise
+                        continue
+                    response.raise_for_status()
+                    return str(response.json()["id"])
+                raise AssertionError("unreachable")
 
         return list(await asyncio.gather(*(one() for _ in range(count))))
 
@@ -361,12 +369,13 @@ def services(with_redis: bool) -> Iterator[tuple[str, Any, str | None]]:
 
 
 def start_servers(count: int, folder: Path, database: str, provider_port: int, redis_url: str | None,
-                  extra: Sequence[str] = ()) -> list[Server]:
-    """`count` processes of `toolwire serve` on one database; `extra` arguments go to each (`--tools ...`)."""
+                  extra: Sequence[str] = (), src: Path | None = None) -> list[Server]:
+    """`count` processes of `toolwire serve` on one database; `extra` arguments go to each (`--tools ...`);
+    toolwire is imported from `src` (another tree's, to compare two) or else from this repository's."""
     tokens = folder / "tokens.txt"
     tokens.write_text(f"load {TOKEN}\n")
     # The repository too: `--tools` may name a module of the benchmark's.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src or REPO / "src"), str(REPO),
                                                         os.environ.get("PYTHONPATH", "")])}
     servers = []
     for number in range(count):

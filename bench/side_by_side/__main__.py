@@ -40,7 +40,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,8 @@ class Kind:
     store: str | None = None  # sqlite | postgresql (toolwire)
     replicas: int = 1
     redis: bool = False
+    src: str | None = None
+    """The source tree toolwire runs from (`--before`); this repository's `src` when None."""
 
 
 KINDS = {kind.name: kind for kind in [
@@ -157,7 +159,8 @@ class Outcome:
         cpu = sum(self.server_cpu)
         per_chat, split, short = self.cpu_ms_per_chat(), self.cpu_split(), self.short
         return {
-            "kind": self.kind, "label": KINDS[self.kind].label, "chats": self.chats,
+            "kind": self.kind, "label": KINDS[self.kind].label if self.kind in KINDS else self.kind,
+            "chats": self.chats,
             "deltas_per_chat": self.deltas_per_chat if not self.skipped else 0, "interval": self.interval,
             "skipped": self.skipped,
             "errors": len(self.errors), "error_kinds": dict(Counter(re.sub(r"bench-\S+|\d+", "#", e)
@@ -330,7 +333,8 @@ def running(kind: Kind, folder: Path, provider_port: int) -> Iterator[list[Serve
             else:
                 database, _, redis_url = stack.enter_context(services(kind.redis))
             servers = start_servers(kind.replicas, folder, database, provider_port, redis_url,
-                                    extra=["--tools", TOOLS_MODULE, "--max-steps", "5"])
+                                    extra=["--tools", TOOLS_MODULE, "--max-steps", "5"],
+                                    src=Path(kind.src) if kind.src else None)
         else:
             if kind.program == "relay":
                 command = [sys.executable, "-m", "bench.side_by_side.relay"]
@@ -400,6 +404,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=2, help="chats run on each server before the measured ones")
     parser.add_argument("--no-split", dest="split", action="store_false",
                         help="no pass of short chats (then no CPU per delta, only per chat)")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="another toolwire source tree (a checkout's src/ folder, say of main): each toolwire "
+                             "server also runs from it, right after this tree's, labelled '(before)'")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small N, short chats")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: bench/results, "
                                                                 "--quick: bench/results/quick)")
@@ -413,6 +420,17 @@ def parse_args() -> argparse.Namespace:
     unknown = set(args.servers.split(",")) - set(KINDS)
     if unknown:
         parser.error(f"unknown servers {sorted(unknown)}; choose among {', '.join(KINDS)}")
+    args.kinds = []
+    for name in args.servers.split(","):
+        kind = KINDS[name]
+        args.kinds.append(kind)
+        if args.before is not None and kind.program == "toolwire":
+            if not (args.before / "toolwire" / "__init__.py").is_file():
+                parser.error(f"--before {args.before} holds no toolwire package: name a checkout's src folder")
+            before = replace(kind, name=f"{name}-before", label=f"{kind.label} (before)",
+                             src=str(args.before.resolve()))
+            KINDS[before.name] = before
+            args.kinds.append(before)
     return args
 
 
@@ -420,7 +438,7 @@ def main() -> None:
     args = parse_args()
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit[1], limit[1]))
-    outcomes = [run_one(KINDS[name], chats, args) for chats in args.sizes for name in args.servers.split(",")]
+    outcomes = [run_one(kind, chats, args) for chats in args.sizes for kind in args.kinds]
     from bench.side_by_side.report import write
 
     command = " ".join(["bench/side_by_side/run", *sys.argv[1:]])

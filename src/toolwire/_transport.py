@@ -125,6 +125,10 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         each = httpx.Limits(max_connections=share(limits.max_connections),
                             max_keepalive_connections=share(limits.max_keepalive_connections),
                             keepalive_expiry=limits.keepalive_expiry)
+        if "verify" not in options and "cert" not in options:
+            # One TLS context for every pool: each pool would otherwise load the system's CA certificates again
+            # (tens of ms of CPU each, 16 times at every server start).
+            options = {**options, "verify": httpx.create_ssl_context(trust_env=bool(options.get("trust_env", True)))}
         self._pools = [httpx.AsyncHTTPTransport(limits=each, **options) for _ in range(shards)]  # type: ignore[arg-type]
         self._next = 0
 

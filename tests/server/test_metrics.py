@@ -82,7 +82,9 @@ async def test_metrics_move_during_and_after_a_run(serve: Callable[..., ServerPr
         assert value(after, "toolwire_runs_finished_total", status="failed") == 0
         assert value(after, "toolwire_store_operation_seconds_count", operation="finish_run") == 1
         assert value(after, "toolwire_store_operation_seconds_sum", operation="finish_run") > 0
-        assert value(after, "toolwire_store_operation_seconds_count", operation="record_tool_result") == 1
+        # The journal: the call, written while the tool was held (its result may come after its round's commit, and
+        # is then not journaled at all).
+        assert value(after, "toolwire_store_operation_seconds_count", operation="record_journal") >= 1
 
         # A second run within the minute is refused by the rate limit, and counted by limit.
         async with api.send(chat, "Again [[metrics]]") as refused:

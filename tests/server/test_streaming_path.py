@@ -1,9 +1,9 @@
 """The streaming path waits only for the commits a guarantee needs (issue 22).
 
-A store whose journal writes are held (`HeldStore`, the real SQLite store with its `record_tool_result`
-made to wait for the test) shows what follows from where the runner waits: a tool result's event reaches a
-follower while its journal write is still held, and `run_finished` does not (it comes only once that write
-and the run's end are committed). The app runs in-process under uvicorn on loopback with the fake
+A store whose journal writes are held (`HeldStore`, the real SQLite store with its `record_journal` made
+to wait for the test) shows what follows from where the runner waits: a tool's events (its result among them)
+reach a follower while the run's journal write is still held, and `run_finished` does not (it comes only once
+that write and the run's end are committed). The app runs in-process under uvicorn on loopback with the fake
 provider of `test_publishing` (`httpx.MockTransport`, the network edge).
 """
 
@@ -20,11 +20,11 @@ import httpx
 import orjson
 import pytest
 import uvicorn
+from sqlalchemy import event
 
 from tests.server.support import IN_PROCESS_TOKEN, Event, read_events
 from tests.server.test_publishing import RecordingLog, _bodies
 from toolwire import Agent, get_model, tool
-from toolwire.messages import ToolResultPart
 from toolwire.server import ChatContext, ServerConfig, create_app
 from toolwire.store import SQLStore
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.anyio
 
 
 class HeldStore(SQLStore):
-    """The SQLite store, with each `record_tool_result` held until `release` is set; it notes the order in which
+    """The SQLite store, with each `record_journal` held until `release` is set; it notes the order in which
     journal writes and the run's end were committed."""
 
     def __init__(self, url: str) -> None:
@@ -41,11 +41,11 @@ class HeldStore(SQLStore):
         self.held = anyio.Event()
         self.order: list[str] = []
 
-    async def record_tool_result(self, run_id: str, result: ToolResultPart) -> None:
+    async def record_journal(self, run_id: str, **entries: Any) -> None:
         self.held.set()
         await self.release.wait()
-        await super().record_tool_result(run_id, result)
-        self.order.append("tool_result committed")
+        await super().record_journal(run_id, **entries)
+        self.order.append("journal committed")
 
     async def finish_run(self, run_id: str, **fields: Any) -> bool:
         self.order.append("finish_run")
@@ -126,7 +126,8 @@ async def test_a_tool_result_reaches_followers_before_its_journal_write_commits_
             assert "run_finished" not in [e.type for e in seen]
             store.release.set()
         assert seen[-1].type == "run_finished" and seen[-1].data["status"] == "completed"
-        assert store.order == ["tool_result committed", "finish_run"]
+        assert store.order[0] == "journal committed" and store.order[-1] == "finish_run"
+        assert store.order.count("finish_run") == 1
         # Gap-free, and resumable after any event.
         assert [e.id for e in seen] == [f"1-{i}" for i in range(1, len(seen) + 1)]
         for middle in range(0, len(seen) - 1, 3):
@@ -154,3 +155,47 @@ async def test_followers_wake_once_per_batch(tmp_path: Path) -> None:
     assert ["step_started"] not in log.appends and ["message_saved"] not in log.appends
     assert log.wakeups <= len(log.appends)
 
+
+
+class LaggingJournal(SQLStore):
+    """The SQLite store whose first journal write waits until the run's first round is committed (a journal that
+    lags behind the agent, as it does when the tools are quick); it notes every statement its writer runs."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.round_stored = anyio.Event()
+        self.statements: list[str] = []
+
+    async def open(self) -> None:
+        await super().open()
+        event.listen(self.write_engine, "before_cursor_execute",
+                     lambda conn, cursor, statement, *rest: self.statements.append(statement))
+
+    async def _lag(self) -> None:
+        with anyio.fail_after(30):
+            await self.round_stored.wait()
+
+    async def record_journal(self, run_id: str, **entries: Any) -> None:
+        await self._lag()
+        await super().record_journal(run_id, **entries)
+
+    async def append_messages(self, chat_id: str, messages: Any, **options: Any) -> Any:
+        rows = await super().append_messages(chat_id, messages, **options)
+        self.round_stored.set()
+        return rows
+
+
+async def test_a_round_committed_before_the_journal_gets_to_it_is_not_journaled_again(tmp_path: Path) -> None:
+    store = LaggingJournal(f"sqlite:///{tmp_path / 'app.db'}")
+    async with serving(store, tmp_path) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                 json={"client_message_id": "1", "text": "go"}) as response:
+            events = [e async for e in read_events(response)]
+    assert events[-1].type == "run_finished" and events[-1].data["status"] == "completed"
+    assert [e.data["result"]["result"] for e in events if e.type == "tool_result"] == ["kept"]
+    # The tool's result is in the committed round; the journal, behind it, does not write it a second time.
+    journaled_results = [s for s in store.statements if s.startswith("INSERT INTO run_tool_calls") and "result_json" in s]
+    assert journaled_results == []
+    rounds = [s for s in store.statements if s.startswith("INSERT INTO messages")]
+    assert len(rounds) == 3  # the user's message, the tool round, the answer

@@ -63,7 +63,7 @@ from ..agent import Agent, AgentRun, Approval as AgentApproval, RunResult, RunSt
 from ..events import Event, MessageEndEvent, ToolResultEvent, ToolStartedEvent, Usage
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
-from ..messages import Message, ToolCallPart, ToolResultPart
+from ..messages import InvalidToolCallPart, Message, ToolCallPart, ToolResultPart
 from ..store import MessageRow, RunStatus, Store, StoreUnavailable, User
 from ..store._recovery import interrupted_round
 from ..store.blobs import Files
@@ -148,27 +148,63 @@ a burst, so they keep up with it even when the log keeps only a few dozen events
 class _Journal:
     """The run's journal writes (and its tool-call accounting), done in order by one task, behind the events.
 
-    `add` never waits; `drained` returns once every write added so far is committed. A write that fails
+    `add_call`, `add_result`, `add_step` and `add` never wait; `drained` returns once every write added so far
+    is committed. The task takes whatever has been added when it gets to run and writes the journal's part of
+    it in one store operation (`write_parts`): the entries a burst of events adds (a round's calls, its
+    message, its results) cost one operation of the store's group commit, not one each. A write that fails
     (after its own retries) raises in `run`, which stops the run's task group: the run fails as it did when
     the consumer made the write itself.
     """
 
-    __slots__ = ("_idle", "_pending", "_writes")
+    __slots__ = ("_idle", "_pending", "_write_parts", "_writes")
 
-    def __init__(self) -> None:
-        self._writes: ItemQueue[Callable[[], Awaitable[object]]] = ItemQueue()
+    def __init__(self, write_parts: Callable[[list[ToolCallPart], list[ToolResultPart], Message | None],
+                                             Awaitable[object]]) -> None:
+        self._writes: ItemQueue[_JournalItem] = ItemQueue()
+        self._write_parts = write_parts
         self._pending = 0
         self._idle: anyio.Event | None = None
 
+    def add_call(self, call: ToolCallPart) -> None:
+        self._put(("call", call))
+
+    def add_result(self, result: ToolResultPart) -> None:
+        self._put(("result", result))
+
+    def add_step(self, message: Message) -> None:
+        self._put(("step", message))
+
     def add(self, write: Callable[[], Awaitable[object]]) -> None:
+        self._put(("write", write))
+
+    def _put(self, item: _JournalItem) -> None:
         self._pending += 1
-        self._writes.put(write)
+        self._writes.put(item)
 
     async def run(self) -> None:
         writes = self._writes
-        while (write := await writes.get()) is not None:
-            await write()
-            self._pending -= 1
+        while (first := await writes.get()) is not None:
+            taken = [first]
+            while (more := writes.get_nowait()) is not None:
+                taken.append(more)
+            calls: list[ToolCallPart] = []
+            results: list[ToolResultPart] = []
+            step: Message | None = None
+            others: list[Callable[[], Awaitable[object]]] = []
+            for kind, payload in taken:
+                if kind == "call":
+                    calls.append(payload)  # type: ignore[arg-type]
+                elif kind == "result":
+                    results.append(payload)  # type: ignore[arg-type]
+                elif kind == "step":
+                    step = payload  # type: ignore[assignment]  # the column holds the latest step's message
+                else:
+                    others.append(payload)  # type: ignore[arg-type]
+            if calls or results or step is not None:
+                await self._write_parts(calls, results, step)
+            for write in others:
+                await write()
+            self._pending -= len(taken)
             if not self._pending and self._idle is not None:
                 self._idle.set()
                 self._idle = None
@@ -183,6 +219,10 @@ class _Journal:
     def end(self) -> None:
         """No more writes: `run` returns once it has done those added."""
         self._writes.end()
+
+
+_JournalItem: TypeAlias = (tuple[Literal["call"], ToolCallPart] | tuple[Literal["result"], ToolResultPart]
+                           | tuple[Literal["step"], Message] | tuple[Literal["write"], Callable[[], Awaitable[object]]])
 
 
 _ChannelItem: TypeAlias = (tuple[Literal["item"], Any] | tuple[Literal["saved"], _Saved]
@@ -288,7 +328,11 @@ class Runner:
         self._pending: deque[_Saved] = deque()
         self._out: list[LogEntry] = []
         """Entries numbered and not yet appended to the log (appended in order, every one, by `_flush`)."""
-        self._journal = _Journal()
+        self._journal = _Journal(self._write_journal)
+        self._stored_calls: set[str] = set()
+        """Ids of the calls whose round is committed: their journal entries are no longer written (recovery leaves
+        a committed round's calls alone), so a round the agent stores before the journal task gets to it is written
+        once, not twice."""
         self._awaiting: list[Message] | None = None
         self._step: int | None = None
         self._steps = 0
@@ -299,9 +343,33 @@ class Runner:
         self._results: list[ToolResultPart] = []
         self._committed: list[Message] = []
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
-        self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy,
-                                notify=lambda saved: self._channel.put(("saved", saved)), retry_seconds=retry_seconds,
-                                files=files, user_id=user.id)
+        self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy, notify=self._saved,
+                                retry_seconds=retry_seconds, files=files, user_id=user.id)
+
+    def _saved(self, saved: _Saved) -> None:
+        """A round's rows are committed (called by the memory, in the agent's task, right after the commit)."""
+        for message in saved.messages:
+            for part in message.parts:
+                if isinstance(part, (ToolCallPart, InvalidToolCallPart)):
+                    self._stored_calls.add(part.id)
+        self._channel.put(("saved", saved))
+
+    async def _write_journal(self, calls: list[ToolCallPart], results: list[ToolResultPart],
+                             step: Message | None) -> None:
+        """The journal entries taken together, less those of rounds already committed, in one store operation."""
+        stored = self._stored_calls
+        if stored:
+            calls = [call for call in calls if call.id not in stored]
+            results = [result for result in results if result.call_id not in stored]
+            if step is not None and any(
+                    isinstance(part, (ToolCallPart, InvalidToolCallPart)) and part.id in stored for part in step.parts):
+                step = None
+        if not (calls or results or step is not None):
+            return
+        what = ("journaling a tool result" if results else "journaling a tool call" if calls
+                else "journaling a step's message")
+        await self._durably(what, partial(self.store.record_journal, self.run_id, calls=calls, results=results,
+                                          step_message=step))
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -515,15 +583,13 @@ class Runner:
             assert isinstance(event, ToolStartedEvent)
             call = event.call
             self._calls.append(call)
-            self._journal.add(partial(self._durably, "journaling a tool call",
-                                      partial(self.store.record_tool_call, self.run_id, call)))
+            self._journal.add_call(call)
             self._journal.add(partial(self.limiter.spend, self.user.id, "tool_calls"))
         elif kind is ToolResultEvent:
             assert isinstance(event, ToolResultEvent)
             safe = without_data(self.policy.result(event.result))  # bytes go to the blob store, not to followers
             self._results.append(safe)
-            self._journal.add(partial(self._durably, "journaling a tool result",
-                                      partial(self.store.record_tool_result, self.run_id, safe)))
+            self._journal.add_result(safe)
             if safe is not event.result:
                 event = ToolResultEvent(result=safe, duration=event.duration, metadata=event.metadata)
         elif kind is MessageEndEvent:
@@ -531,8 +597,7 @@ class Runner:
             message = event.message
             if message.tool_calls or message.invalid_tool_calls:
                 self._step_message = message  # only a round with calls is recovered
-                self._journal.add(partial(self._durably, "journaling a step's message",
-                                          partial(self.store.record_step_message, self.run_id, message)))
+                self._journal.add_step(message)
         self._out.append(self.publisher.event_entry(event, step))
 
     def _publish_saved(self, saved: _Saved) -> None:

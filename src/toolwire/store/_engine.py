@@ -30,9 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from .._install import install_hint
 from ..exceptions import ToolwireError, UserError
 
-__all__ = ["MIGRATIONS", "POSTGRES_POOL", "SINGLE_READ_OPTION", "WRITE_OPTION", "StoreHealth", "StoreUnavailable",
-           "create_engine_for", "create_sqlite_writer", "normalize_url", "redacted_url", "unavailable",
-           "upgrade_schema", "watch_health"]
+__all__ = ["MIGRATIONS", "POSTGRES_POOL", "SINGLE_READ_OPTION", "SQLITE_READERS", "WRITE_OPTION", "StoreHealth",
+           "StoreUnavailable", "create_engine_for", "create_sqlite_reader", "create_sqlite_writer", "normalize_url",
+           "redacted_url", "unavailable", "upgrade_schema", "watch_health"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -206,6 +206,22 @@ def create_sqlite_writer(url: URL, **kwargs: Any) -> Engine:
     engine = create_engine(url.set(drivername="sqlite"), pool_size=1, max_overflow=0,
                            connect_args={"timeout": 30, "check_same_thread": False},
                            execution_options={WRITE_OPTION: True}, **kwargs)
+    _set_up_sqlite(engine)
+    return engine
+
+
+SQLITE_READERS = 4
+"""Connections (and worker threads) of a SQLite store's reads: WAL lets them read alongside the writer."""
+
+
+def create_sqlite_reader(url: URL, **kwargs: Any) -> Engine:
+    """The synchronous engine of a SQLite store's one-statement reads: each read is one hop to a worker thread that
+    runs the statement and fetches its rows there (through aiosqlite, every execute, fetch, pool check-in and
+    rollback was a hop of its own). At most `SQLITE_READERS` run at once (the store's limiter), so a read waits
+    for a thread, never for a pool timeout."""
+    engine = create_engine(url.set(drivername="sqlite"), pool_size=SQLITE_READERS, max_overflow=0,
+                           connect_args={"timeout": 30, "check_same_thread": False},
+                           execution_options={SINGLE_READ_OPTION: True}, **kwargs)
     _set_up_sqlite(engine)
     return engine
 

@@ -218,6 +218,11 @@ class Store(ChatMemory, Protocol):
         """Remember a finished call's result the moment it exists (for recovery)."""
         ...
 
+    async def record_journal(self, run_id: str, *, calls: Sequence[ToolCallPart] = (),
+                             results: Sequence[ToolResultPart] = (), step_message: Message | None = None) -> None:
+        """`record_tool_call`, `record_tool_result` and `record_step_message` of several entries, in one write."""
+        ...
+
     async def pause_run(self, run_id: str, *, state_json: str, pending: Sequence[tuple[str, ToolCallPart]],
                         usage: Mapping[str, Any] | None, steps: int, event_count: int | None) -> bool:
         """Mark a running run `paused` with its state and pending approvals (approval id, call)."""

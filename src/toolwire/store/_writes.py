@@ -389,6 +389,19 @@ class Writes:
         conn.execute(self._record_result, {"run_id": run_id, "call_id": call_id, "result_json": result_json,
                                            "created_at": now})
 
+    def record_journal(self, conn: Connection, run_id: str, calls: Sequence[tuple[str, str]],
+                       results: Sequence[tuple[str, str]], step_message: str | None, now: datetime) -> None:
+        """Several journal entries (call id and JSON of each call and result) in one operation; the calls first, so
+        a result's upsert finds its call's row."""
+        if calls:
+            conn.execute(self._record_call, [{"run_id": run_id, "call_id": call_id, "call_json": call_json,
+                                              "created_at": now} for call_id, call_json in calls])
+        if results:
+            conn.execute(self._record_result, [{"run_id": run_id, "call_id": call_id, "result_json": result_json,
+                                                "created_at": now} for call_id, result_json in results])
+        if step_message is not None:
+            conn.execute(_RECORD_STEP, {"b_run": run_id, "b_message": step_message})
+
     def pause_run(self, conn: Connection, run_id: str, state_json: str, pending: Sequence[tuple[str, ToolCallPart]],
                   usage: Mapping[str, Any] | None, steps: int, event_count: int | None) -> bool:
         if not self.close_run(conn, run_id, status="paused", usage=usage, error=None, steps=steps,

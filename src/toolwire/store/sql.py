@@ -35,17 +35,19 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
-from sqlalchemy import Connection, Engine, bindparam, func, select
+from sqlalchemy import Connection, Engine, Row, bindparam, func, select
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..messages import Message, ToolCallPart, ToolResultPart
 from ._engine import (
     SINGLE_READ_OPTION,
+    SQLITE_READERS,
     WRITE_OPTION,
     StoreHealth,
     StoreUnavailable,
     create_engine_for,
+    create_sqlite_reader,
     create_sqlite_writer,
     describe_outage,
     normalize_url,
@@ -147,6 +149,7 @@ class SQLStore:
         self._lease_engine: AsyncEngine | None = None
         self._read_engine: AsyncEngine | None = None
         self._write_engine: Engine | None = None
+        self._sqlite_reader: Engine | None = None
         self._sqlite = self.url.get_backend_name() == "sqlite"
         self._writes = Writes(self.dialect)
         self.health = StoreHealth()
@@ -154,6 +157,7 @@ class SQLStore:
         self.writer = Writer(self._run_batch, self.health, batch_size=write_batch)
         """The store's one writer (group commit, see `_writer.py`); `writer.batches` counts its transactions."""
         self._thread_limiter = anyio.CapacityLimiter(1)
+        self._read_limiter = anyio.CapacityLimiter(SQLITE_READERS)
         self._tokens: Lookups[str, User] = Lookups(lookup_seconds)
         self._chats: Lookups[str, Chat] = Lookups(lookup_seconds)
 
@@ -179,6 +183,15 @@ class SQLStore:
             return self._write_engine
         return self.engine.sync_engine
 
+    @property
+    def read_engines(self) -> list[Engine]:
+        """The engines reads go through (a listener on each sees every read): the pool's, and on SQLite the
+        one-statement reads' own (`create_sqlite_reader`)."""
+        engines = [self.engine.sync_engine]
+        if self._sqlite_reader is not None:
+            engines.append(self._sqlite_reader)
+        return engines
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
@@ -199,6 +212,8 @@ class SQLStore:
             await self._upgrade()
         if self._sqlite and _SQLITE_WRITES_IN_THREAD:
             self._write_engine = create_sqlite_writer(self.url)
+            if "poolclass" not in self._engine_options:  # an in-memory database lives in its one pooled connection
+                self._sqlite_reader = create_sqlite_reader(self.url)
 
     @_shielded
     async def _upgrade(self) -> None:
@@ -224,6 +239,9 @@ class SQLStore:
         if self._write_engine is not None:
             write_engine, self._write_engine = self._write_engine, None
             await anyio.to_thread.run_sync(write_engine.dispose, limiter=self._thread_limiter)
+        if self._sqlite_reader is not None:
+            reader, self._sqlite_reader = self._sqlite_reader, None
+            await anyio.to_thread.run_sync(reader.dispose, limiter=self._read_limiter)
         self._read_engine = None
         if self._engine is not None:
             engine, self._engine = self._engine, None
@@ -281,6 +299,20 @@ class SQLStore:
             async with self._read_engine.connect() as conn:
                 yield conn
 
+    async def _select(self, query: Any, params: Mapping[str, Any] | None = None) -> Sequence[Row[Any]]:
+        """The rows of one SELECT: on SQLite in one worker-thread hop (`create_sqlite_reader`), elsewhere on a
+        `_read_one` connection. For the reads every chat makes; their rows are converted by the caller."""
+        reader = self._sqlite_reader
+        if reader is None:
+            async with self._read_one() as conn:
+                return (await conn.execute(query, params)).all()
+
+        def in_thread() -> Sequence[Row[Any]]:
+            with reader.connect() as conn:
+                return conn.execute(query, params).all()
+
+        return await anyio.to_thread.run_sync(in_thread, limiter=self._read_limiter)
+
     # -- users and tokens --------------------------------------------------------------------
 
     @_shielded
@@ -312,10 +344,10 @@ class SQLStore:
         if cached is not None:
             return cached
         ticket = self._tokens.ticket()
-        async with self._read_one() as conn:
-            row = (await conn.execute(_USER_FOR_TOKEN, {"b_hash": token_hash})).first()
-        if row is None:
+        found = await self._select(_USER_FOR_TOKEN, {"b_hash": token_hash})
+        if not found:
             return None
+        row = found[0]
         user = User(id=row.id, name=row.name)
         self._tokens.fill(token_hash, user, ticket)
         return user
@@ -340,11 +372,10 @@ class SQLStore:
         chat = self._chats.get(chat_id)
         if chat is None:
             ticket = self._chats.ticket()
-            async with self._read_one() as conn:
-                row = (await conn.execute(_CHAT_BY_ID, {"b_chat": chat_id})).first()
-            if row is None:
+            found = await self._select(_CHAT_BY_ID, {"b_chat": chat_id})
+            if not found:
                 return None
-            chat = chat_from(row)
+            chat = chat_from(found[0])
             self._chats.fill(chat_id, chat, ticket)
         # Cached by id whoever owns it: another user's chat is not found, as in the database.
         return chat if chat.user_id == user_id else None
@@ -388,8 +419,7 @@ class SQLStore:
                  .order_by(messages.c.sequence_number))
         if limit is not None:
             query = query.limit(limit)
-        async with self._read_one() as conn:
-            return [message_row_from(row) for row in await conn.execute(query)]
+        return [message_row_from(row) for row in await self._select(query)]
 
     # -- ChatMemory --------------------------------------------------------------------------
 
@@ -442,9 +472,8 @@ class SQLStore:
 
     @_shielded
     async def active_run(self, chat_id: str) -> Run | None:
-        async with self._read_one() as conn:
-            row = (await conn.execute(_ACTIVE_RUN, {"b_chat": chat_id})).first()
-        return run_from(row) if row is not None else None
+        found = await self._select(_ACTIVE_RUN, {"b_chat": chat_id})
+        return run_from(found[0]) if found else None
 
     @staticmethod
     async def _run_where(conn: AsyncConnection, *conditions: Any) -> Run | None:
@@ -490,6 +519,15 @@ class SQLStore:
                                   result_json=result_adapter.dump_json(result).decode(), now=utc_now()))
 
     @_shielded
+    async def record_journal(self, run_id: str, *, calls: Sequence[ToolCallPart] = (),
+                             results: Sequence[ToolResultPart] = (), step_message: Message | None = None) -> None:
+        await self._write(partial(
+            self._writes.record_journal, run_id=run_id,
+            calls=[(call.id, call_adapter.dump_json(call).decode()) for call in calls],
+            results=[(result.call_id, result_adapter.dump_json(result).decode()) for result in results],
+            step_message=step_message.to_json().decode() if step_message is not None else None, now=utc_now()))
+
+    @_shielded
     async def pause_run(self, run_id: str, *, state_json: str, pending: Sequence[tuple[str, ToolCallPart]],
                         usage: Mapping[str, Any] | None, steps: int, event_count: int | None) -> bool:
         return await self._write(partial(self._writes.pause_run, run_id=run_id, state_json=state_json,
@@ -518,8 +556,7 @@ class SQLStore:
     async def expired_runs(self) -> list[Run]:
         query = select(*_RUN_COLUMNS).where(runs.c.status == "running",
                                             func.coalesce(runs.c.lease_expires_at, 0.0) < time.time())
-        async with self._read_one() as conn:
-            return [run_from(row) for row in await conn.execute(query)]
+        return [run_from(row) for row in await self._select(query)]
 
     @_shielded
     async def recover_run(self, run_id: str, *, owner: str, lease_seconds: float) -> Recovered | None:
