@@ -212,7 +212,9 @@ class RunMemory:
 
     async def load(self, conversation_id: str | None = None) -> list[Message]:
         self._check(conversation_id)
-        return await self._store.load(self.chat_id)
+        # Exactly the branch this run answers: the path from the root to its last row, whatever branch the chat
+        # shows now (a chat is a tree, see store/_tree.py).
+        return await self._store.run_history(self.chat_id, self.run_id)
 
     async def append(self, messages: Sequence[Message], conversation_id: str | None = None) -> None:
         self._check(conversation_id)
