@@ -103,6 +103,8 @@ class GateServer:
     waiting: dict[str, int] = field(default_factory=dict)
     passed: dict[str, int] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    """Every request body the fake model got (what it was shown), in order."""
     active: int = 0
     peak: int = 0
     url: str = ""
@@ -125,6 +127,7 @@ class GateServer:
             self.permits.clear()
             self.passed.clear()
             self.events.clear()
+            self.bodies.clear()
             self.peak = self.active
 
     def reset_peak(self) -> None:
@@ -139,6 +142,7 @@ class GateServer:
             fake = FakeRequest(protocol="openai-chat", method="POST", path=request.url.path,
                                body=orjson.loads(await request.body()))
             protocol.decode(fake)
+            self.bodies.append(fake.body)
             found = _TAG.search(fake.last_user_text())
             script = self.scripts.get(found.group(1)) if found else None
             if script is None or script.requests >= len(script.turns):
