@@ -52,6 +52,7 @@ class _UIMessageHead(msgspec.Struct, gc=False):
 class _VercelBody(msgspec.Struct, gc=False):
     id: msgspec.Raw = _NULL
     trigger: msgspec.Raw = _NULL
+    messageId: msgspec.Raw = _NULL  # noqa: N815 - the AI SDK's name (regenerate, or an edited message)
     messages: list[_UIMessageHead] | None = None
     message: _UIMessageHead | None = None
 
@@ -94,7 +95,7 @@ def _vercel_in_place(body: bytes) -> bytes | HistoryBodyError:
     if isinstance(decoded, HistoryBodyError):
         return decoded
     last = decoded.message if decoded.message is not None else (decoded.messages[-1] if decoded.messages else None)
-    fields = {"id": bytes(decoded.id), "trigger": bytes(decoded.trigger)}
+    fields = {"id": bytes(decoded.id), "trigger": bytes(decoded.trigger), "messageId": bytes(decoded.messageId)}
     if last is not None:
         fields["message"] = _object({"id": bytes(last.id), "role": f'"{last.role}"'.encode(),
                                      "parts": bytes(last.parts)})
@@ -127,7 +128,7 @@ async def _read(body: bytes, reader: Callable[[bytes], bytes | HistoryBodyError]
 
 
 async def read_vercel(body: bytes) -> bytes:
-    """`{"id", "trigger", "message"}` of a `POST /api/chat` body (the last of `messages`, or `message`)."""
+    """`{"id", "trigger", "messageId", "message"}` of a `POST /api/chat` body (the last of `messages`, or `message`)."""
     return await _read(body, _vercel_in_place)
 
 

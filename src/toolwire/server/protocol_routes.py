@@ -23,6 +23,7 @@ message may be up to `max_body_bytes`, as any other route's body.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -164,6 +165,7 @@ class _ChatRequest(BaseModel):
     messages: list[Any] | None = None
     message: Any = None
     trigger: str = "submit-message"
+    messageId: str | None = Field(None, min_length=1, max_length=200)  # noqa: N815 - the AI SDK's name
 
 
 class _UIMessage(BaseModel):
@@ -229,15 +231,42 @@ async def vercel_chat(request: Request) -> Response:
     if last.role != "user":
         raise ApiError(422, "invalid_request", f"The last message has the role {last.role[:20]!r}; send a user "
                                                "message.")
+    _no_nul(last.id, body.messageId)
     if body.trigger == "regenerate-message":
-        raise ApiError(422, "unsupported", "Regenerating an answer is not supported: the chat's history is kept on "
-                                           "the server and is never rewritten. Send a new message instead.")
+        # `regenerate()` drops the answer (and what followed) and sends the history up to the user message it
+        # answers: that message is answered again, on a new branch beside the old answer.
+        chat = await _paused_chat(server, user, body.id)
+        row = await _stored_user_message(server, chat, last.id)
+        handle = await server.manager.regenerate(user, chat, row.id, None)
+        await attach(server.log, chat.id, handle.run, created=handle.created)
+        return _stream(server, chat, handle.run, VercelEncoder(message_id=handle.run.id), VERCEL_HEADERS)
     text = _user_text(last)
     _check_text(server, text)
-    _no_nul(last.id)
     chat = await _chat_for_message(server, user, body.id)
-    run = await _start(server, user, chat, text, last.id)
-    return _stream(server, chat, run, VercelEncoder(message_id=run.id), VERCEL_HEADERS)
+    parent_id: str | None = None
+    client_message_id = last.id
+    if body.messageId is not None:
+        # `sendMessage({text, messageId})` edits an earlier user message: the new text goes under that message's
+        # parent (a new branch), under an id of its own (the client keeps the edited message's id).
+        edited = await _stored_user_message(server, chat, body.messageId)
+        parent_id = edited.parent_id or ""
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        client_message_id = f"{body.messageId[:150]}~edit~{digest}"
+    handle = await server.manager.send_message(user, chat, text, client_message_id, parent_id=parent_id,
+                                               title=None if chat.title else _title_from(text))
+    await attach(server.log, chat.id, handle.run, created=handle.created)
+    return _stream(server, chat, handle.run, VercelEncoder(message_id=handle.run.id), VERCEL_HEADERS)
+
+
+async def _stored_user_message(server: ServerState, chat: Chat, message_id: str) -> MessageRow:
+    """The user message of the chat's active branch that the client calls `message_id` (its own id for it, or the
+    server's)."""
+    path = await server.store.chat_path(chat.id)
+    for row in reversed(path.rows):
+        if row.kind == "user" and message_id in (row.client_message_id, row.id):
+            return row
+    raise ApiError(404, "message_not_found", f"This chat has no user message {message_id[:80]!r} on its shown "
+                                             "branch; reload the chat's messages (GET /api/chat/{id}/messages).")
 
 
 async def vercel_stream(request: Request) -> Response:
@@ -254,7 +283,7 @@ async def vercel_stream(request: Request) -> Response:
     history: list[tuple[Any, Any]] = []
     if len(turn) > 1:
         earlier = {run.id for run in turn[1:]}
-        for row in await server.store.list_messages(chat.id):
+        for row in (await server.store.chat_path(chat.id)).rows:
             if row.run_id in earlier and row.kind in ("assistant", "tools_aggregate"):
                 messages = orjson.loads(row.message_json)
                 history.append((messages[0], messages[1]["parts"] if len(messages) > 1 else []))
@@ -284,7 +313,7 @@ async def vercel_history(request: Request) -> Response:
     chat = await _find_chat(server, user, request.path_params["chat_id"])
     if chat is None:
         return _json({"messages": []})
-    rows = await server.store.list_messages(chat.id)
+    rows = (await server.store.chat_path(chat.id)).rows  # the branch the chat shows
     return _json({"messages": ui_history(rows, await server.store.paused_run(chat.id))})
 
 

@@ -109,7 +109,7 @@ messages = Table(
     UniqueConstraint("chat_id", "sequence_number"),
     UniqueConstraint("chat_id", "client_message_id"),
     Index(None, "run_id"),
-    Index(None, "chat_id", "parent_id"),
+    Index(None, "parent_id", "chat_id"),
 )
 
 runs = Table(

@@ -17,7 +17,8 @@ Where rows go:
 
 The model sees exactly the path from the root to the row it answers (`run_history`). Paths are read with a
 recursive query from the leaf up (one primary-key lookup per row of the path), siblings with the
-`(chat_id, parent_id)` index.
+`(parent_id, chat_id)` index (children by parent id, which is unique across chats; first messages by
+`parent_id IS NULL` and the chat).
 
 Every function here runs inside a transaction it does not own (a write operation of `_writer.py`, or a read of
 `sql.py`) and neither commits nor awaits.
@@ -28,7 +29,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, or_, select, text, update
+from sqlalchemy import Connection, bindparam, func, select, text, union_all, update
 
 from ._protocol import ChatNotFound, IdempotencyConflict, InvalidParent, MessageNotFound
 from ._records import ACTIVE_STATUSES, ChatPath, MessageRow, Run, RunStart, new_id
@@ -55,27 +56,37 @@ _FOLLOW_LEAF = (update(chats).where(chats.c.id == bindparam("b_chat"),
 
 
 def _up_from_leaf() -> Any:
-    """The ids (and parents) of the rows from `b_leaf` up to the root of `b_chat`."""
+    """The ids (and parents) of the rows from `b_leaf` up to the root of `b_chat`.
+
+    Each step reads its row's parent with a scalar subquery (one primary-key lookup) rather than a join with
+    `messages`: PostgreSQL plans a join in a recursive query for a whole table (a hash join over a scan of every
+    chat's rows); a subquery it can only run as a lookup."""
     start = (select(messages.c.id, messages.c.parent_id)
              .where(messages.c.id == bindparam("b_leaf"), messages.c.chat_id == bindparam("b_chat"))
              .cte("up", recursive=True))
     step = messages.alias("step")
-    return start.union_all(select(step.c.id, step.c.parent_id).join(start, step.c.id == start.c.parent_id))
+    parent_of = select(step.c.parent_id).where(step.c.id == start.c.parent_id).scalar_subquery()
+    return start.union_all(select(start.c.parent_id, parent_of).where(start.c.parent_id.is_not(None)))
 
 
 _UP = _up_from_leaf()
-_PATH = select(messages).join(_UP, messages.c.id == _UP.c.id).order_by(messages.c.sequence_number)
-_SIBLINGS = (select(messages.c.id, messages.c.parent_id)
-             .where(messages.c.chat_id == bindparam("b_chat"),
-                    or_(messages.c.parent_id.in_(select(_UP.c.parent_id)), messages.c.parent_id.is_(None)))
-             .order_by(messages.c.sequence_number))
+_PATH = select(messages).where(messages.c.id.in_(select(_UP.c.id))).order_by(messages.c.sequence_number)
+# Two selects rather than one with an OR: each is one range of the (chat_id, parent_id) index.
+_SIBLINGS = union_all(
+    # Row ids are unique across chats, so a parent's children are found by it alone (the index's first column).
+    select(messages.c.id, messages.c.parent_id, messages.c.sequence_number)
+    .where(messages.c.parent_id.in_(select(_UP.c.parent_id))),
+    select(messages.c.id, messages.c.parent_id, messages.c.sequence_number)
+    .where(messages.c.chat_id == bindparam("b_chat"), messages.c.parent_id.is_(None)),
+)  # sorted here, not by the database: an ORDER BY lets SQLite walk the (chat_id, sequence_number) index instead
 
-# Down from a row to the newest leaf under it: at each row, its child with the highest sequence number.
+# Down from a row to the newest leaf under it: at each row, its child with the highest sequence number. By parent
+# alone: with the chat's id too, a planner may walk the (chat_id, sequence_number) index backwards instead.
 _LEAF_UNDER = text("""
     WITH RECURSIVE down(id, depth) AS (
         SELECT id, 0 FROM messages WHERE id = :b_row AND chat_id = :b_chat
         UNION ALL
-        SELECT (SELECT c.id FROM messages AS c WHERE c.chat_id = :b_chat AND c.parent_id = down.id
+        SELECT (SELECT c.id FROM messages AS c WHERE c.parent_id = down.id
                 ORDER BY c.sequence_number DESC LIMIT 1), depth + 1
         FROM down WHERE down.id IS NOT NULL
     )
@@ -146,7 +157,8 @@ def chat_path(conn: Connection, chat_id: str, through: str | None) -> ChatPath:
         return ChatPath(leaf_id=None, rows=[], siblings={})
     rows = path_rows(conn, chat_id, leaf)
     children: dict[str | None, list[str]] = {}
-    for sibling in conn.execute(_SIBLINGS, {"b_leaf": leaf, "b_chat": chat_id}):
+    for sibling in sorted(conn.execute(_SIBLINGS, {"b_leaf": leaf, "b_chat": chat_id}),
+                          key=lambda found: found.sequence_number):
         children.setdefault(sibling.parent_id, []).append(sibling.id)
     return ChatPath(leaf_id=leaf, rows=rows, siblings={row.id: children.get(row.parent_id, [row.id])
                                                        for row in rows})

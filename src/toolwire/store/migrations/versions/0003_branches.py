@@ -42,12 +42,12 @@ def upgrade() -> None:
     op.execute(_LEAVES)
     op.execute(_RUN_LEAVES)
     # After the fill: one index build instead of an update of it per row.
-    op.create_index("ix_messages_chat_id_parent_id", "messages", ["chat_id", "parent_id"])
+    op.create_index("ix_messages_parent_id_chat_id", "messages", ["parent_id", "chat_id"])
 
 
 def downgrade() -> None:
     """Back to linear chats: every branch's rows stay, ordered by sequence number as before."""
-    op.drop_index("ix_messages_chat_id_parent_id", table_name="messages")
+    op.drop_index("ix_messages_parent_id_chat_id", table_name="messages")
     # SQLite (3.35+) drops an unindexed column in place, as PostgreSQL does.
     op.drop_column("runs", "leaf_id")
     op.drop_column("chats", "active_leaf_id")
