@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from toolwire.testing import FakeStreamError, FakeText, FakeTurn
-
 from tests.server.support import Api, Event, GateServer, ServerProcess, calls, read_events, text
+from toolwire.testing import FakeStreamError, FakeText, FakeTurn
 
 pytestmark = pytest.mark.anyio
 

@@ -42,13 +42,13 @@ from ..exceptions import ToolwireError, UserError
 from ..store import SQLStore, Store, StoreUnavailable
 from ..web import static_file
 from .account import me
+from .branches import regenerate, switch_leaf
 from .browser import BrowserHeaders
 from .budgets import BudgetedLimiter, TokenBudgets
 from .errors import ApiError, handle_api_error, handle_http_exception, handle_store_unavailable, handle_unexpected
 from .eventlog import EventLog, InMemoryEventLog
 from .limits import Limits, MemoryRateLimiter, RateLimiter, ReleaseUserRequests, ResultPolicy, UserRequests
 from .metrics import measured, metrics_endpoint
-from .branches import regenerate, switch_leaf
 from .protocol_routes import agui_run, vercel_chat, vercel_history, vercel_stop, vercel_stream
 from .replicas import hold_replica_lock
 from .routes import (

@@ -52,7 +52,7 @@ class _UIMessageHead(msgspec.Struct, gc=False):
 class _VercelBody(msgspec.Struct, gc=False):
     id: msgspec.Raw = _NULL
     trigger: msgspec.Raw = _NULL
-    messageId: msgspec.Raw = _NULL  # noqa: N815 - the AI SDK's name (regenerate, or an edited message)
+    messageId: msgspec.Raw = _NULL
     messages: list[_UIMessageHead] | None = None
     message: _UIMessageHead | None = None
 

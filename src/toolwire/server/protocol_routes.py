@@ -165,7 +165,7 @@ class _ChatRequest(BaseModel):
     messages: list[Any] | None = None
     message: Any = None
     trigger: str = "submit-message"
-    messageId: str | None = Field(None, min_length=1, max_length=200)  # noqa: N815 - the AI SDK's name
+    messageId: str | None = Field(None, min_length=1, max_length=200)
 
 
 class _UIMessage(BaseModel):

@@ -235,7 +235,7 @@ class ChatPath:
     """One branch of a chat: the rows from its first message to `leaf_id`, oldest first.
 
     `siblings` gives, for each row of the path, the ids of the rows that share its parent (itself included,
-    oldest first): the versions a client switches between ("‹ 2 / 3 ›"). A row without others has `[its id]`.
+    oldest first): the versions a client switches between ("2 of 3"). A row without others has `[its id]`.
     """
 
     leaf_id: str | None

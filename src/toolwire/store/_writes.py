@@ -22,6 +22,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import Connection, Row, bindparam, case, delete, func, insert, select, update
 
 from ..messages import Message, ToolCallPart, ToolResultPart, dump_messages, load_messages
+from . import _tree as tree
 from ._protocol import (
     ApprovalDecided,
     ApprovalNotFound,
@@ -50,7 +51,6 @@ from ._records import (
     new_id,
     utc_now,
 )
-from . import _tree as tree
 from ._recovery import interrupted_round
 from ._schema import UTCDateTime, api_tokens, approvals, chats, messages, resume_claims, run_tool_calls, runs, users
 

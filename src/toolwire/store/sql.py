@@ -40,6 +40,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..messages import Message, ToolCallPart, ToolResultPart
+from . import _tree as tree
 from ._engine import (
     SINGLE_READ_OPTION,
     WRITE_OPTION,
@@ -74,7 +75,6 @@ from ._records import (
     new_id,
     utc_now,
 )
-from . import _tree as tree
 from ._recovery import rows_for
 from ._schema import api_tokens, approvals, chats, messages, runs, users
 from ._search import search_chats
