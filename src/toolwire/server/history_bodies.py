@@ -112,6 +112,11 @@ def _agui_in_place(body: bytes) -> bytes | HistoryBodyError:
     if last is not None and last.role == "user" and fields["resume"] in (b"null", b"[]"):
         fields["messages"] = b"[" + _object({"id": bytes(last.id), "role": b'"user"',
                                              "content": bytes(last.content)}) + b"]"
+        # Where the client's history ends: its user message before the last (a history that ends earlier than
+        # the stored branch forks there, see protocol_routes.agui_run).
+        earlier = next((m for m in reversed(decoded.messages[:-1]) if m.role == "user"), None)
+        if earlier is not None:
+            fields["previousUserMessageId"] = bytes(earlier.id)
     else:
         fields["messages"] = b"[]"
     return _object(fields)
@@ -134,5 +139,6 @@ async def read_vercel(body: bytes) -> bytes:
 
 async def read_agui(body: bytes) -> bytes:
     """`{"threadId", "runId", "messages", "resume"}` of a `RunAgentInput`, `messages` holding at most its last
-    message, and only when that is a user message and nothing is resumed."""
+    message, and only when that is a user message and nothing is resumed; then also `previousUserMessageId`,
+    the id of the user message before it, if there is one."""
     return await _read(body, _agui_in_place)

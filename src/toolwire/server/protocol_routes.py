@@ -147,14 +147,6 @@ def _check_text(server: ServerState, text: str) -> None:
                                                 "characters; shorten it or split it.")
 
 
-async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str) -> Run:
-    """Store the user's message and start its run (or attach to the run the same message started)."""
-    handle = await server.manager.send_message(user, chat, text, client_message_id,
-                                               title=None if chat.title else _title_from(text))
-    await attach(server.log, chat.id, handle.run, created=handle.created)
-    return handle.run
-
-
 # -- the Vercel AI SDK's UI message stream ------------------------------------------------------
 
 class _ChatRequest(BaseModel):
@@ -402,5 +394,28 @@ async def agui_run(request: Request) -> Response:
             raise ApiError(422, "invalid_request", "A message id is 1 to 200 characters.")
         _no_nul(last.id)
         chat = await _chat_for_message(server, user, agent_input.thread_id)
-        run = await _start(server, user, chat, text, last.id)
+        previous = (agent_input.model_extra or {}).get("previousUserMessageId")
+        parent_id = await _agui_fork(server, chat, previous if isinstance(previous, str) else None)
+        handle = await server.manager.send_message(user, chat, text, last.id, parent_id=parent_id,
+                                                   title=None if chat.title else _title_from(text))
+        await attach(server.log, chat.id, handle.run, created=handle.created)
+        run = handle.run
     return _stream(server, chat, run, AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
+
+
+async def _agui_fork(server: ServerState, chat: Chat, previous_user_id: str | None) -> str | None:
+    """Where a new AG-UI message goes: after the turn of the client's previous user message when that turn is an
+    earlier one of the chat's shown branch (the client went back: a fork there); else `None`, the active leaf.
+
+    Only the turn is taken from the client (by the id of its user message, which the server stored): what the
+    turn holds, and everything before it, is the stored history, as for every run."""
+    if previous_user_id is None:
+        return None
+    rows = (await server.store.chat_path(chat.id)).rows
+    users = [index for index, row in enumerate(rows) if row.kind == "user"]
+    found = next((index for index in users if previous_user_id in (rows[index].client_message_id, rows[index].id)),
+                 None)
+    if found is None or found == users[-1]:
+        return None  # not on the stored branch (nothing to fork from), or its last turn (no fork)
+    following = next(index for index in users if index > found)
+    return rows[following - 1].id
