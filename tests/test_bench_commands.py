@@ -24,3 +24,11 @@ def test_the_model_pool_bench_runs() -> None:
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("8 streams open: pool bookkeeping ") and "with 4 pools" in done.stdout, done.stdout
+
+
+def test_the_branches_bench_runs_on_sqlite() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench.branches", "--rows", "300", "--branches", "6", "--repeat", "3",
+                           "--db", "sqlite"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    header, _, row = done.stdout.strip().splitlines()[-3:]
+    assert "load p50 ms" in header and row.startswith("| SQLite | 300 | 6 |"), done.stdout

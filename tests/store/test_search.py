@@ -9,6 +9,8 @@ from toolwire.messages import Message, ToolCallPart, ToolResultPart
 from toolwire.store import SQLStore
 from toolwire.store._search import MAX_QUERY_WORDS, query_words, snippet
 
+from ._migrations import downgrade_to
+
 pytestmark = pytest.mark.anyio
 
 
@@ -104,6 +106,7 @@ async def test_rows_written_before_the_index_existed_are_found(db_url: str) -> N
     """The migration indexes what a database already holds (a database upgraded from the first schema)."""
     async with SQLStore(db_url) as store:
         chat_id = await chat_with(store, "alice", "Old title", "an old message about pelicans")
+        await downgrade_to(store, "0002_search")  # the later migrations first, by their own downgrades
         async with store.engine.begin() as conn:
             if conn.dialect.name == "sqlite":
                 await conn.execute(text("DELETE FROM search_messages"))

@@ -44,6 +44,7 @@ from ..store import SQLStore, Store, StoreUnavailable
 from ..store.blobs import Files, FolderBlobStore, SQLBlobStore
 from ..web import static_file
 from .account import me
+from .branches import regenerate, switch_leaf
 from .browser import BrowserHeaders
 from .budgets import BudgetedLimiter, TokenBudgets
 from .errors import ApiError, handle_api_error, handle_http_exception, handle_store_unavailable, handle_unexpected
@@ -284,6 +285,8 @@ def create_app(
         Route(chat, delete_chat, methods=["DELETE"]),
         Route(chat + "/messages", list_messages, methods=["GET"]),
         Route(chat + "/messages", post_message, methods=["POST"]),
+        Route(chat + "/messages/{message_id}/regenerate", regenerate, methods=["POST"]),
+        Route(chat + "/leaf", switch_leaf, methods=["PUT"]),
         Route(chat + "/stream", stream, methods=["GET"]),
         Route(chat + "/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route(chat + "/approvals", decide, methods=["POST"]),
@@ -315,7 +318,7 @@ def create_app(
     if config.cors_origins:
         # Bearer tokens, not cookies: no credentials mode; the headers a streaming client reads are exposed.
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
-                                     allow_methods=["GET", "POST", "PATCH", "DELETE"],
+                                     allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                                      allow_headers=["authorization", "content-type", "last-event-id"],
                                      expose_headers=["x-run-id", "x-chat-id", "location",
                                                      "x-vercel-ai-ui-message-stream"],

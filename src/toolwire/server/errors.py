@@ -37,6 +37,8 @@ _STORE_STATUS = {
     "approval_decided": 409,
     "approvals_incomplete": 400,
     "not_paused": 409,
+    "message_not_found": 404,
+    "invalid_parent": 422,
 }
 
 

@@ -52,6 +52,7 @@ class _UIMessageHead(msgspec.Struct, gc=False):
 class _VercelBody(msgspec.Struct, gc=False):
     id: msgspec.Raw = _NULL
     trigger: msgspec.Raw = _NULL
+    messageId: msgspec.Raw = _NULL
     messages: list[_UIMessageHead] | None = None
     message: _UIMessageHead | None = None
 
@@ -94,7 +95,7 @@ def _vercel_in_place(body: bytes) -> bytes | HistoryBodyError:
     if isinstance(decoded, HistoryBodyError):
         return decoded
     last = decoded.message if decoded.message is not None else (decoded.messages[-1] if decoded.messages else None)
-    fields = {"id": bytes(decoded.id), "trigger": bytes(decoded.trigger)}
+    fields = {"id": bytes(decoded.id), "trigger": bytes(decoded.trigger), "messageId": bytes(decoded.messageId)}
     if last is not None:
         fields["message"] = _object({"id": bytes(last.id), "role": f'"{last.role}"'.encode(),
                                      "parts": bytes(last.parts)})
@@ -111,6 +112,11 @@ def _agui_in_place(body: bytes) -> bytes | HistoryBodyError:
     if last is not None and last.role == "user" and fields["resume"] in (b"null", b"[]"):
         fields["messages"] = b"[" + _object({"id": bytes(last.id), "role": b'"user"',
                                              "content": bytes(last.content)}) + b"]"
+        # Where the client's history ends: its user message before the last (a history that ends earlier than
+        # the stored branch forks there, see protocol_routes.agui_run).
+        earlier = next((m for m in reversed(decoded.messages[:-1]) if m.role == "user"), None)
+        if earlier is not None:
+            fields["previousUserMessageId"] = bytes(earlier.id)
     else:
         fields["messages"] = b"[]"
     return _object(fields)
@@ -127,11 +133,12 @@ async def _read(body: bytes, reader: Callable[[bytes], bytes | HistoryBodyError]
 
 
 async def read_vercel(body: bytes) -> bytes:
-    """`{"id", "trigger", "message"}` of a `POST /api/chat` body (the last of `messages`, or `message`)."""
+    """`{"id", "trigger", "messageId", "message"}` of a `POST /api/chat` body (the last of `messages`, or `message`)."""
     return await _read(body, _vercel_in_place)
 
 
 async def read_agui(body: bytes) -> bytes:
     """`{"threadId", "runId", "messages", "resume"}` of a `RunAgentInput`, `messages` holding at most its last
-    message, and only when that is a user message and nothing is resumed."""
+    message, and only when that is a user message and nothing is resumed; then also `previousUserMessageId`,
+    the id of the user message before it, if there is one."""
     return await _read(body, _agui_in_place)

@@ -23,6 +23,7 @@ message may be up to `max_body_bytes`, as any other route's body.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -33,7 +34,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..messages import FilePart
 from ..store import Chat, ChatIdTaken, Decision, MessageRow, PausedRun, Run, Store, User
 from .approvals import paused_view
 from .encode.agui import AguiEncoder
@@ -148,15 +148,6 @@ def _check_text(server: ServerState, text: str) -> None:
                                                 "characters; shorten it or split it.")
 
 
-async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str,
-                 files: list[FilePart] | None = None) -> Run:
-    """Store the user's message and start its run (or attach to the run the same message started)."""
-    handle = await server.manager.send_message(user, chat, text, client_message_id,
-                                               title=None if chat.title else _title_from(text), files=files or ())
-    await attach(server.log, chat.id, handle.run, created=handle.created)
-    return handle.run
-
-
 # -- the Vercel AI SDK's UI message stream ------------------------------------------------------
 
 class _ChatRequest(BaseModel):
@@ -167,6 +158,7 @@ class _ChatRequest(BaseModel):
     messages: list[Any] | None = None
     message: Any = None
     trigger: str = "submit-message"
+    messageId: str | None = Field(None, min_length=1, max_length=200)
 
 
 class _UIMessage(BaseModel):
@@ -229,16 +221,43 @@ async def vercel_chat(request: Request) -> Response:
     if last.role != "user":
         raise ApiError(422, "invalid_request", f"The last message has the role {last.role[:20]!r}; send a user "
                                                "message.")
+    _no_nul(last.id, body.messageId)
     if body.trigger == "regenerate-message":
-        raise ApiError(422, "unsupported", "Regenerating an answer is not supported: the chat's history is kept on "
-                                           "the server and is never rewritten. Send a new message instead.")
+        # `regenerate()` drops the answer (and what followed) and sends the history up to the user message it
+        # answers: that message is answered again, on a new branch beside the old answer.
+        chat = await _paused_chat(server, user, body.id)
+        row = await _stored_user_message(server, chat, last.id)
+        handle = await server.manager.regenerate(user, chat, row.id, None)
+        await attach(server.log, chat.id, handle.run, created=handle.created)
+        return _stream(server, chat, handle.run, VercelEncoder(message_id=handle.run.id), VERCEL_HEADERS)
     text = _user_text(last)
     _check_text(server, text)
-    _no_nul(last.id)
     chat = await _chat_for_message(server, user, body.id)
     files = await vercel_files(server, user, chat.id, last.parts)
-    run = await _start(server, user, chat, text, last.id, files)
-    return _stream(server, chat, run, VercelEncoder(message_id=run.id), VERCEL_HEADERS)
+    parent_id: str | None = None
+    client_message_id = last.id
+    if body.messageId is not None:
+        # `sendMessage({text, messageId})` edits an earlier user message: the new text goes under that message's
+        # parent (a new branch), under an id of its own (the client keeps the edited message's id).
+        edited = await _stored_user_message(server, chat, body.messageId)
+        parent_id = edited.parent_id or ""
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        client_message_id = f"{body.messageId[:150]}~edit~{digest}"
+    handle = await server.manager.send_message(user, chat, text, client_message_id, parent_id=parent_id,
+                                               title=None if chat.title else _title_from(text), files=files)
+    await attach(server.log, chat.id, handle.run, created=handle.created)
+    return _stream(server, chat, handle.run, VercelEncoder(message_id=handle.run.id), VERCEL_HEADERS)
+
+
+async def _stored_user_message(server: ServerState, chat: Chat, message_id: str) -> MessageRow:
+    """The user message of the chat's active branch that the client calls `message_id` (its own id for it, or the
+    server's)."""
+    path = await server.store.chat_path(chat.id)
+    for row in reversed(path.rows):
+        if row.kind == "user" and message_id in (row.client_message_id, row.id):
+            return row
+    raise ApiError(404, "message_not_found", f"This chat has no user message {message_id[:80]!r} on its shown "
+                                             "branch; reload the chat's messages (GET /api/chat/{id}/messages).")
 
 
 async def vercel_stream(request: Request) -> Response:
@@ -255,7 +274,7 @@ async def vercel_stream(request: Request) -> Response:
     history: list[tuple[Any, Any]] = []
     if len(turn) > 1:
         earlier = {run.id for run in turn[1:]}
-        for row in await server.store.list_messages(chat.id):
+        for row in (await server.store.chat_path(chat.id)).rows:
             if row.run_id in earlier and row.kind in ("assistant", "tools_aggregate"):
                 messages = orjson.loads(row.message_json)
                 history.append((messages[0], messages[1]["parts"] if len(messages) > 1 else []))
@@ -285,7 +304,7 @@ async def vercel_history(request: Request) -> Response:
     chat = await _find_chat(server, user, request.path_params["chat_id"])
     if chat is None:
         return _json({"messages": []})
-    rows = await server.store.list_messages(chat.id)
+    rows = (await server.store.chat_path(chat.id)).rows  # the branch the chat shows
     return _json({"messages": ui_history(rows, await server.store.paused_run(chat.id))})
 
 
@@ -379,5 +398,28 @@ async def agui_run(request: Request) -> Response:
         _no_nul(last.id)
         chat = await _chat_for_message(server, user, agent_input.thread_id)
         files = await agui_files(server, user, chat.id, getattr(last, "content", ""))
-        run = await _start(server, user, chat, text, last.id, files)
+        previous = (agent_input.model_extra or {}).get("previousUserMessageId")
+        parent_id = await _agui_fork(server, chat, previous if isinstance(previous, str) else None)
+        handle = await server.manager.send_message(user, chat, text, last.id, parent_id=parent_id,
+                                                   title=None if chat.title else _title_from(text), files=files)
+        await attach(server.log, chat.id, handle.run, created=handle.created)
+        run = handle.run
     return _stream(server, chat, run, AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
+
+
+async def _agui_fork(server: ServerState, chat: Chat, previous_user_id: str | None) -> str | None:
+    """Where a new AG-UI message goes: after the turn of the client's previous user message when that turn is an
+    earlier one of the chat's shown branch (the client went back: a fork there); else `None`, the active leaf.
+
+    Only the turn is taken from the client (by the id of its user message, which the server stored): what the
+    turn holds, and everything before it, is the stored history, as for every run."""
+    if previous_user_id is None:
+        return None
+    rows = (await server.store.chat_path(chat.id)).rows
+    users = [index for index, row in enumerate(rows) if row.kind == "user"]
+    found = next((index for index in users if previous_user_id in (rows[index].client_message_id, rows[index].id)),
+                 None)
+    if found is None or found == users[-1]:
+        return None  # not on the stored branch (nothing to fork from), or its last turn (no fork)
+    following = next(index for index in users if index > found)
+    return rows[following - 1].id

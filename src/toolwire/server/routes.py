@@ -19,12 +19,12 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 
-from ..store import Chat, Decision, Run, RunSummary, Store, User, iso
+from ..store import Chat, ChatPath, Decision, Run, RunSummary, Store, StoreError, User, iso
 from ..store.blobs import Files
 from .approvals import paused_view
 from .auth import authenticate
 from .encode import NativeEncoder
-from .errors import ApiError
+from .errors import ApiError, store_error
 from .eventlog import Cursor, EventLog, Position
 from .limits import Limits, UserRequests
 from .runs import RunManager
@@ -32,7 +32,7 @@ from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
 from .sse import EventStreamResponse, follow
 from .uploads import FileLimits
 
-__all__ = ["ServerState", "scoped_chat_id"]
+__all__ = ["ServerState", "path_response", "scoped_chat_id"]
 
 _MAX_ID = 200
 
@@ -219,16 +219,32 @@ async def delete_chat(request: Request) -> Response:
 # -- messages and runs ------------------------------------------------------------------------
 
 async def list_messages(request: Request) -> Response:
-    server, user = await _caller(request, query=("after",))
+    server, user = await _caller(request, query=("after", "leaf"))
     chat = await _chat(request, server, user)
     after_text = request.query_params.get("after", "0").strip()
     if not after_text.isascii() or not after_text.isdigit():
         raise ApiError(400, "invalid_request", "`after` must be a sequence number (a whole number, 0 or more).")
     # Beyond any real sequence number there is nothing: clamped so that every database takes it.
     after = min(int(after_text), 2**31 - 1)
-    rows = await server.store.list_messages(chat.id, after=after)
-    summaries = await server.store.run_summaries(chat.id, after=after) if rows else []
-    body = (b'{"messages":[' + b",".join(_row_json(row) for row in rows) + b'],"runs":'
+    leaf = request.query_params.get("leaf")
+    if leaf is not None and (not leaf or len(leaf) > _MAX_ID or "\x00" in leaf):
+        raise ApiError(404, "message_not_found", "This chat has no such message; use the id of one of its rows.")
+    try:
+        path = await server.store.chat_path(chat.id, leaf)
+    except StoreError as exc:
+        raise store_error(exc) from None
+    return await path_response(server, chat, path, after=after)
+
+
+async def path_response(server: ServerState, chat: Chat, path: ChatPath, *, after: int = 0) -> Response:
+    """One branch of the chat (`ChatPath`): its rows after `after`, each with its parent and siblings, and how
+    their runs ended."""
+    rows = [row for row in path.rows if row.sequence_number > after]
+    run_ids = {row.run_id for row in rows}
+    summaries = [s for s in await server.store.run_summaries(chat.id, after=after) if s.run.id in run_ids] \
+        if rows else []
+    body = (b'{"leaf_id":' + orjson.dumps(path.leaf_id) + b',"messages":['
+            + b",".join(_row_json(row, path.siblings.get(row.id)) for row in rows) + b'],"runs":'
             + orjson.dumps([_summary_json(s) for s in summaries]) + b"}")
     return Response(body, media_type="application/json")
 
@@ -243,11 +259,12 @@ def _summary_json(summary: RunSummary) -> dict[str, Any]:
                           for a in summary.decisions]}
 
 
-def _row_json(row: Any) -> bytes:
+def _row_json(row: Any, siblings: list[str] | None = None) -> bytes:
     # The stored JSON goes out as it is: no parsing, no re-encoding.
     return orjson.dumps({"id": row.id, "sequence_number": row.sequence_number, "kind": row.kind, "role": row.role,
                          "run_id": row.run_id, "created_at": iso(row.created_at),
-                         "messages": orjson.Fragment(row.message_json)})
+                         "messages": orjson.Fragment(row.message_json), "parent_id": row.parent_id,
+                         "sibling_ids": siblings or [row.id]})
 
 
 def _follow_response(server: ServerState, chat: Chat, after: Cursor, *, run_id: str | None = None,
@@ -280,7 +297,9 @@ async def post_message(request: Request) -> Response:
     attached = await user_files(server, user.id, chat.id, body.files)
     # A chat without a title is named after its first message in the transaction that starts the run.
     handle = await server.manager.send_message(user, chat, body.text, body.client_message_id,
-                                               title=None if chat.title else _title_from(body.text), files=attached)
+                                               title=None if chat.title else _title_from(body.text), files=attached,
+                                               parent_id=None if body.parent_id is None else
+                                               "" if body.parent_id == "root" else body.parent_id)
     first = Cursor(handle.run.run_number, 0)
     await attach(server.log, chat.id, handle.run, created=handle.created)
     return _follow_response(server, chat, first, run_id=handle.run.id,

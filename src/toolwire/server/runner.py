@@ -257,7 +257,9 @@ class RunMemory:
 
     async def load(self, conversation_id: str | None = None) -> list[Message]:
         self._check(conversation_id)
-        history = await self._store.load(self.chat_id)
+        # Exactly the branch this run answers: the path from the root to its last row, whatever branch the chat
+        # shows now (a chat is a tree, see store/_tree.py); files referenced by blob id get their bytes.
+        history = await self._store.run_history(self.chat_id, self.run_id)
         return history if self._files is None else await resolve(history, self._files)
 
     async def append(self, messages: Sequence[Message], conversation_id: str | None = None) -> None:

@@ -239,15 +239,17 @@ class RunManager:
                                                     f"{seconds} s.", headers={"Retry-After": str(seconds)})
 
     async def send_message(self, user: User, chat: Chat, text: str, client_message_id: str, *,
-                           title: str | None = None, files: Sequence[FilePart] = ()) -> RunHandle:
+                           title: str | None = None, files: Sequence[FilePart] = (),
+                           parent_id: str | None = None) -> RunHandle:
         """Store the user's message and start a run answering it (or find the run it already started); `title`
-        names a chat that has none, in the same transaction."""
+        names a chat that has none, in the same transaction. The message goes under `parent_id` (see
+        `branch_from`), by default under the chat's active leaf."""
         await self._admit(user)
         try:
             message = Message(role="user", parts=[TextPart(text=text), *files]) if files else Message.user(text)
             start = await self.store.start_run(chat.id, user_message=message,
                                                client_message_id=client_message_id, owner=self.owner,
-                                               lease_seconds=self.lease_seconds, title=title)
+                                               lease_seconds=self.lease_seconds, title=title, parent_id=parent_id)
         except StoreError as exc:
             raise store_error(exc) from None
         if start.created:
@@ -286,7 +288,7 @@ class RunManager:
         watch = self.signals.watch(run.id)
         publisher = RunPublisher(self.log, chat_id=chat_id, run_id=run.id, run_number=run.run_number)
         await publisher.run_event("run_started", None, chat_id=chat_id, run_number=run.run_number,
-                                  resumed=resume is not None, resumed_from=resumed_from,
+                                  resumed=resume is not None, resumed_from=resumed_from, leaf_id=run.leaf_id,
                                   user_message=user_row.to_dict() if user_row is not None else None)
         runner = Runner(user=user, chat_id=chat_id, run_id=run.id, publisher=publisher, store=self.store,
                         factory=self.factory, watch=watch, policy=self.policy, limiter=self.limiter,
@@ -358,3 +360,28 @@ class RunManager:
                         await anyio.sleep(0.05)
         await self.log.discard(chat.id)
         await self.store.delete_chat(user.id, chat.id)
+
+    # -- branches (a chat is a tree of rows: store/_tree.py) ------------------------------------
+
+    async def branch_from(self, user: User, chat: Chat, parent_id: str, text: str, client_message_id: str, *,
+                          title: str | None = None) -> RunHandle:
+        """Store a user message under the row `parent_id` (a new branch there: `""` for a new first message), make
+        it the chat's active leaf and start a run answering it, in one transaction; the run sees exactly the
+        path from the root to that message. Refuses while the chat has a run going (`run_active`), like
+        `send_message`: cancel the run and wait for its end first (as a `rollback` of a running turn does,
+        with the parent of that turn's user message)."""
+        return await self.send_message(user, chat, text, client_message_id, title=title, parent_id=parent_id)
+
+    async def regenerate(self, user: User, chat: Chat, message_id: str, client_message_id: str | None) -> RunHandle:
+        """Start a run answering again the user message of `message_id`'s turn (regenerate an answer, or retry
+        after a failed run): the new answer is a sibling of the earlier one and nothing is stored twice."""
+        await self._admit(user)
+        try:
+            start = await self.store.start_answer(chat.id, message_id, client_message_id=client_message_id,
+                                                  owner=self.owner, lease_seconds=self.lease_seconds)
+        except StoreError as exc:
+            raise store_error(exc) from None
+        if start.created:
+            with anyio.CancelScope(shield=True):
+                await self._launch(user, start.run, user_row=None)
+        return RunHandle(run=start.run, created=start.created)

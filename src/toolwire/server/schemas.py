@@ -57,6 +57,21 @@ class MessageIn(_Body):
     on_disconnect: Literal["continue", "cancel"] = Field(
         "continue", description="What a disconnect of this request does to the run: `continue` (the default) lets "
                                 "it finish and be stored; `cancel` cancels it.")
+    parent_id: Id | None = Field(
+        None, description="The row the message goes under: an earlier answer's id edits the message after it (a new "
+                          "branch there), `root` makes a new first message; by default the chat's active leaf.")
+
+
+class RegenerateIn(_Body):
+    client_message_id: Id | None = Field(
+        None, description="Chosen by the client, unique per request: the same id again attaches to the run it "
+                          "started instead of starting another.")
+    on_disconnect: Literal["continue", "cancel"] = "continue"
+
+
+class LeafIn(_Body):
+    message_id: Id = Field(description="A row of the branch to show: the branch goes down from it to its newest "
+                                       "leaf.")
 
 
 class DecisionIn(_Body):
@@ -202,11 +217,30 @@ def _protocol_paths(op: Callable[..., dict[str, Any]], schemas: dict[str, Any], 
     }
 
 
+def branch_paths(paths: dict[str, Any], op: Callable[..., dict[str, Any]], chat_id: dict[str, Any],
+                 run_started: dict[str, Any]) -> None:
+    """The routes of branching chats (`server/branches.py`): regenerate an answer, switch the active branch."""
+    path_body = {"description": "The branch, as `GET /api/chats/{id}/messages` answers it", "content": {
+        "application/json": {"schema": {"type": "object", "required": ["leaf_id", "messages"], "properties": {
+            "leaf_id": {"type": ["string", "null"]},
+            "messages": {"type": "array", "items": {"$ref": _REF.format(model="MessageRow")}},
+            "runs": {"type": "array", "items": {"$ref": _REF.format(model="RunSummary")}}}}}}}
+    message_id = {"name": "message_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    paths["/api/chats/{chat_id}/messages/{message_id}/regenerate"] = {"post": op(
+        "Answer the user message of this row's turn again (regenerate, or retry a failed run): a new branch beside "
+        "the earlier answer; starts a run and follows it", {"200": _SSE, **run_started},
+        body="RegenerateIn", parameters=[chat_id, message_id])}
+    paths["/api/chats/{chat_id}/leaf"] = {"put": op(
+        "Switch the chat's active branch to the one through `message_id` (down to its newest leaf)",
+        {"200": path_body}, body="LeafIn", parameters=[chat_id])}
+
+
 def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
     """The API described as OpenAPI 3.1 (served at `/openapi.json`)."""
     schemas: dict[str, Any] = {}
     for name, model in (("ChatCreate", ChatCreate), ("ChatUpdate", ChatUpdate), ("MessageIn", MessageIn),
-                        ("DecisionsIn", DecisionsIn), ("Message", Message)):
+                        ("DecisionsIn", DecisionsIn), ("Message", Message), ("RegenerateIn", RegenerateIn),
+                        ("LeafIn", LeafIn)):
         schema, defs = _schema(model)
         schemas.update(defs)
         schemas[name] = schema
@@ -220,7 +254,11 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                        "kind": {"enum": ["user", "assistant", "tools_aggregate"]},
                        "role": {"enum": ["user", "assistant"]}, "run_id": {"type": ["string", "null"]},
                        "created_at": iso, "messages": {"type": "array", "items": {"$ref": _REF.format(model="Message")},
-                                                       "minItems": 1, "maxItems": 2}},
+                                                       "minItems": 1, "maxItems": 2},
+                       "parent_id": {"type": ["string", "null"], "description": "The row this one follows."},
+                       "sibling_ids": {"type": "array", "items": {"type": "string"},
+                                       "description": "The rows with the same parent, itself included, oldest first "
+                                                      "(in a chat's path)."}},
         "required": ["id", "sequence_number", "kind", "role", "run_id", "created_at", "messages"],
     }
     schemas["RunSummary"] = {
@@ -316,14 +354,19 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                          parameters=[chat_id]),
         },
         "/api/chats/{chat_id}/messages": {
-            "get": op("The chat's stored rows in sequence order, and how their runs ended", {"200": {
+            "get": op("One branch of the chat (the active one, or the one through `leaf`): its rows in sequence "
+                      "order with their siblings, and how their runs ended", {"200": {
                 "description": "OK", "content": {"application/json": {"schema": {
                     "type": "object", "required": ["messages"], "properties": {
+                        "leaf_id": {"type": ["string", "null"]},
                         "messages": {"type": "array", "items": {"$ref": _REF.format(model="MessageRow")}},
                         "runs": {"type": "array", "items": {"$ref": _REF.format(model="RunSummary")}}}}}}},
                 "400": _error_response("`after` is not a number, or another query parameter was given.")},
                 parameters=[chat_id, {"name": "after", "in": "query", "required": False,
-                                      "schema": {"type": "integer", "minimum": 0}}]),
+                                      "schema": {"type": "integer", "minimum": 0}},
+                            {"name": "leaf", "in": "query", "required": False, "schema": {"type": "string"},
+                             "description": "A row of the branch to read (down to its newest leaf); by default "
+                                            "the chat's active leaf."}]),
             "post": op("Send a message: starts a run and follows it", {"200": _SSE, **run_started},
                        body="MessageIn", parameters=[chat_id]),
         },
@@ -372,6 +415,7 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                     {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}}])}
     paths.update(_protocol_paths(op, schemas, chat_id, run_started))
     paths.update(file_paths(op, chat_id, _error_response))
+    branch_paths(paths, op, chat_id, run_started)
     plain = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
     paths["/api/me"] = {"get": op("Who this API token belongs to (the user's name)", {"200": {
         "description": "The user", "content": {"application/json": {"schema": {

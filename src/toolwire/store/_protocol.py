@@ -26,6 +26,7 @@ from ..memory import ChatMemory
 from ..messages import Message, ToolCallPart, ToolResultPart
 from ._records import (
     Chat,
+    ChatPath,
     Decision,
     MessageRow,
     PausedRun,
@@ -46,6 +47,8 @@ __all__ = [
     "ChatIdTaken",
     "ChatNotFound",
     "IdempotencyConflict",
+    "InvalidParent",
+    "MessageNotFound",
     "NotPaused",
     "RunConflict",
     "Store",
@@ -102,6 +105,18 @@ class ApprovalsIncomplete(StoreError):
 
 class NotPaused(StoreError):
     code = "not_paused"
+
+
+class MessageNotFound(StoreError):
+    """The chat has no message with that id (a branch to show, a parent, a message to regenerate)."""
+
+    code = "message_not_found"
+
+
+class InvalidParent(StoreError):
+    """A new user message was put under a row it cannot follow (another user message)."""
+
+    code = "invalid_parent"
 
 
 @runtime_checkable
@@ -161,18 +176,41 @@ class Store(ChatMemory, Protocol):
         ...
 
     async def append_messages(self, chat_id: str, messages: Sequence[Message], *,
-                              run_id: str | None = None) -> list[MessageRow]:
-        """Store messages as rows in one transaction (a call round becomes one `tools_aggregate` row)."""
+                              run_id: str | None = None, parent_id: str | None = None) -> list[MessageRow]:
+        """Store messages as rows in one transaction (a call round becomes one `tools_aggregate` row).
+
+        The rows form a chain under `parent_id` (`""`: as a new first message); without one, under the run's
+        last row (or the row it extends), or, with no run, the chat's active leaf. The active leaf follows
+        the rows when it was their parent.
+        """
         ...
 
     async def list_messages(self, chat_id: str, *, after: int = 0, limit: int | None = None) -> list[MessageRow]:
-        """Rows with `sequence_number > after`, in order."""
+        """Rows with `sequence_number > after`, in order: every branch's (`chat_path` reads one branch)."""
+        ...
+
+    # -- branches (a chat is a tree of rows, see `_tree.py`) -----------------------------------
+    async def chat_path(self, chat_id: str, through: str | None = None) -> ChatPath:
+        """The branch through the row `through` down to its newest leaf (`None`: the active branch), with each
+        row's siblings. Raises `MessageNotFound` for a row the chat does not have."""
+        ...
+
+    async def switch_leaf(self, chat_id: str, message_id: str) -> ChatPath:
+        """Make the branch through `message_id` (down to its newest leaf) the chat's active branch; returns it."""
+        ...
+
+    async def run_history(self, chat_id: str, run_id: str) -> list[Message]:
+        """What the model answering in `run_id` sees: the messages from the root to the run's last row."""
         ...
 
     # -- runs --------------------------------------------------------------------------------
     async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
-                        lease_seconds: float, title: str | None = None) -> RunStart:
+                        lease_seconds: float, title: str | None = None, parent_id: str | None = None) -> RunStart:
         """Store the user's message and a new `running` run with a lease, in one transaction.
+
+        The message goes under `parent_id` (an edit: a new branch there; `""` as a new first message), by
+        default under the chat's active leaf, and becomes the active leaf. A `parent_id` the chat does not
+        have raises `MessageNotFound`, a user message as parent `InvalidParent`.
 
         `title`, when given, becomes the chat's title in that same transaction if the chat has none yet
         (a chat is named after its first message without a transaction of its own).
@@ -181,6 +219,14 @@ class Store(ChatMemory, Protocol):
         `client_message_id` was used before with another text. The same id with the same text returns
         the earlier run (`created=False`) and stores nothing.
         """
+        ...
+
+    async def start_answer(self, chat_id: str, message_id: str, *, client_message_id: str | None, owner: str,
+                           lease_seconds: float) -> RunStart:
+        """Start a run answering again the user message of `message_id`'s turn (regenerate; retry after a failed
+        run): its answer becomes a sibling of the earlier one, and nothing is stored twice. The user message
+        becomes the active leaf. Refuses like `start_run`; the same `client_message_id` again returns the
+        earlier run (`created=False`)."""
         ...
 
     async def resume_run(self, chat_id: str, decisions: Sequence[Decision], *, owner: str,

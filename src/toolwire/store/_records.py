@@ -21,6 +21,7 @@ __all__ = [
     "Approval",
     "ApprovalStatus",
     "Chat",
+    "ChatPath",
     "Decision",
     "MessageKind",
     "MessageRow",
@@ -77,6 +78,8 @@ class Chat:
     updated_at: datetime
     last_sequence: int = 0
     run_count: int = 0
+    active_leaf_id: str | None = None
+    """The row the chat shows and answers next: the end of its active branch (`None` while it is empty)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,6 +95,8 @@ class MessageRow:
     created_at: datetime
     message_json: str
     client_message_id: str | None = None
+    parent_id: str | None = None
+    """The row this one follows; `None` for a first message (a chat is a tree: edits and regenerations branch)."""
 
     @property
     def messages(self) -> list[Message]:
@@ -106,6 +111,7 @@ class MessageRow:
             "kind": self.kind,
             "role": self.role,
             "run_id": self.run_id,
+            "parent_id": self.parent_id,
             "created_at": iso(self.created_at),
             "messages": orjson.loads(self.message_json),
         }
@@ -130,6 +136,8 @@ class Run:
     finished_at: datetime | None = None
     lease_owner: str | None = None
     lease_expires_at: float | None = None
+    leaf_id: str | None = None
+    """The row the run's answer goes under: its user message, or the last row of the run it resumes."""
 
     @property
     def active(self) -> bool:
@@ -220,3 +228,16 @@ class SearchHit:
     message_id: str | None
     sequence_number: int | None
     snippet: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatPath:
+    """One branch of a chat: the rows from its first message to `leaf_id`, oldest first.
+
+    `siblings` gives, for each row of the path, the ids of the rows that share its parent (itself included,
+    oldest first): the versions a client switches between ("2 of 3"). A row without others has `[its id]`.
+    """
+
+    leaf_id: str | None
+    rows: list[MessageRow]
+    siblings: dict[str, list[str]]

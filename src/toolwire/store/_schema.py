@@ -89,6 +89,8 @@ chats = Table(
     # Counters bumped in the inserting transaction: gap-free sequence and run numbers per chat.
     Column("last_sequence", Integer(), nullable=False, server_default=text("0")),
     Column("run_count", Integer(), nullable=False, server_default=text("0")),
+    # The row the chat shows and answers next (a chat is a tree of rows, see `_tree.py`); NULL when empty.
+    Column("active_leaf_id", String(64), nullable=True),
     Index(None, "user_id", "updated_at"),
 )
 
@@ -104,9 +106,12 @@ messages = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     # A JSON list of toolwire messages: one, or two for a tools_aggregate (calls, then results).
     Column("message_json", Text(), nullable=False),
+    # The row this one follows (NULL for a first message): rows form a tree, a branch per edit or regenerate.
+    Column("parent_id", String(64), nullable=True),
     UniqueConstraint("chat_id", "sequence_number"),
     UniqueConstraint("chat_id", "client_message_id"),
     Index(None, "run_id"),
+    Index(None, "parent_id", "chat_id"),
 )
 
 runs = Table(
@@ -128,6 +133,8 @@ runs = Table(
     Column("finished_at", UTCDateTime(), nullable=True),
     Column("lease_owner", String(64), nullable=True),
     Column("lease_expires_at", Float(), nullable=True),
+    # The row the run's answer goes under: its user message, or the last row of the run it resumes.
+    Column("leaf_id", String(64), nullable=True),
     UniqueConstraint("chat_id", "run_number"),
     # One running-or-paused run per chat, enforced by the database itself.
     Index("uq_runs_one_active_per_chat", "chat_id", unique=True,

@@ -11,6 +11,7 @@ others are built when called, as they are rare.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -21,6 +22,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import Connection, Row, bindparam, case, delete, func, insert, select, update
 
 from ..messages import Message, ToolCallPart, ToolResultPart, dump_messages, load_messages
+from . import _tree as tree
 from ._protocol import (
     ApprovalDecided,
     ApprovalNotFound,
@@ -79,13 +81,14 @@ def _loads(text: str | None) -> Any:
 
 def chat_from(row: Row[Any]) -> Chat:
     return Chat(id=row.id, user_id=row.user_id, title=row.title, created_at=row.created_at,
-                updated_at=row.updated_at, last_sequence=row.last_sequence, run_count=row.run_count)
+                updated_at=row.updated_at, last_sequence=row.last_sequence, run_count=row.run_count,
+                active_leaf_id=getattr(row, "active_leaf_id", None))
 
 
 def message_row_from(row: Row[Any]) -> MessageRow:
     return MessageRow(id=row.id, chat_id=row.chat_id, sequence_number=row.sequence_number, kind=row.kind,
                       role=row.role, run_id=row.run_id, created_at=row.created_at, message_json=row.message_json,
-                      client_message_id=row.client_message_id)
+                      client_message_id=row.client_message_id, parent_id=getattr(row, "parent_id", None))
 
 
 def run_from(row: Row[Any]) -> Run:
@@ -93,7 +96,7 @@ def run_from(row: Row[Any]) -> Run:
                resumed_from=row.resumed_from, client_message_id=row.client_message_id,
                usage=_loads(row.usage_json), error=_loads(row.error_json), steps=row.steps,
                event_count=row.event_count, created_at=row.created_at, finished_at=row.finished_at,
-               lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at)
+               lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at, leaf_id=row.leaf_id)
 
 
 def approval_from(row: Row[Any]) -> Approval:
@@ -223,32 +226,42 @@ class Writes:
     @staticmethod
     def insert_rows(conn: Connection, chat_id: str, groups: Sequence[tuple[MessageKind, list[Message]]], *,
                     run_id: str | None, client_message_id: str | None = None,
-                    last: int | None = None) -> tuple[list[MessageRow], Chat | None]:
+                    last: int | None = None, parent_id: str | None = None) -> tuple[list[MessageRow], Chat | None]:
         """Insert message rows in one statement; `last`: the chat's last sequence number, when the caller has
         already taken the numbers (with the chat's row locked), else taken here. Returns the rows and, when the
-        numbers were taken here, the chat as it is now."""
+        numbers were taken here, the chat as it is now.
+
+        The rows form a chain under `parent_id` (`tree.ROOT`: as a first message); without one, under the run's
+        tip or the chat's active leaf (`tree.parent_for`), and the active leaf follows them if it was there."""
         if not groups:
             return [], None
         now = utc_now()
         chat: Chat | None = None
+        if parent_id is None:
+            parent_id = tree.parent_for(conn, chat_id, run_id)
+        ids = [new_id("msg") for _ in groups]
         if last is None:
             row = conn.execute(_TAKE_SEQUENCE, {"b_chat": chat_id, "b_count": len(groups), "b_now": now}).first()
             if row is None:
                 raise ChatNotFound(f"There is no chat {chat_id!r}; create it before adding messages.")
+            tree.follow_leaf(conn, chat_id, parent_id, ids[-1])
             chat = chat_from(row)
+            if chat.active_leaf_id == (parent_id or None):
+                chat = dataclasses.replace(chat, active_leaf_id=ids[-1])
             last = chat.last_sequence
         first = last - len(groups) + 1
+        parents = [parent_id or None, *ids[:-1]]
         rows = [
-            MessageRow(id=new_id("msg"), chat_id=chat_id, sequence_number=first + i, kind=kind,
+            MessageRow(id=ids[i], chat_id=chat_id, sequence_number=first + i, kind=kind,
                        role="assistant" if kind == "tools_aggregate" else kind, run_id=run_id, created_at=now,
                        message_json=dump_messages(group).decode(),
-                       client_message_id=client_message_id if i == 0 else None)
+                       client_message_id=client_message_id if i == 0 else None, parent_id=parents[i])
             for i, (kind, group) in enumerate(groups)
         ]
         values = [
             {"id": r.id, "chat_id": chat_id, "sequence_number": r.sequence_number, "role": r.role, "kind": r.kind,
              "run_id": run_id, "client_message_id": r.client_message_id, "created_at": now,
-             "message_json": r.message_json}
+             "message_json": r.message_json, "parent_id": r.parent_id}
             for r in rows
         ]
         # One statement for the whole round: a multi-row VALUES, not the driver's executemany (a statement each).
@@ -258,18 +271,19 @@ class Writes:
             conn.execute(_INSERT_MESSAGE.values(values))
         return rows, chat
 
-    def append(self, conn: Connection, chat_id: str, groups: Sequence[tuple[MessageKind, list[Message]]]) -> None:
+    def append(self, conn: Connection, chat_id: str, groups: Sequence[tuple[MessageKind, list[Message]]],
+               parent_id: str | None = None) -> None:
         """`ChatMemory.append`: the rows, and the conversation's chat first if it has none."""
         if conn.execute(select(chats.c.id).where(chats.c.id == chat_id)).first() is None:
             user = self.ensure_user(conn, DEFAULT_USER)
             now = utc_now()
             conn.execute(insert(chats).values(id=chat_id, user_id=user.id, title="", created_at=now, updated_at=now))
-        self.insert_rows(conn, chat_id, groups, run_id=None)
+        self.insert_rows(conn, chat_id, groups, run_id=None, parent_id=parent_id)
 
     # -- runs --------------------------------------------------------------------------------
 
     def start_run(self, conn: Connection, chat_id: str, user_message: Message, client_message_id: str, owner: str,
-                  lease_seconds: float, title: str | None) -> tuple[RunStart, Chat]:
+                  lease_seconds: float, title: str | None, parent_id: str | None = None) -> tuple[RunStart, Chat]:
         # Four statements: the numbers, the checks, the run and the message (the batch's BEGIN and COMMIT are shared).
         # The run number and the user message's sequence number in one statement, which also locks the chat's row
         # (PostgreSQL) until commit: run starts and decisions on one chat happen one after another.
@@ -294,19 +308,28 @@ class Writes:
             assert active is not None
             raise run_conflict(active)  # rolls the numbers (and the title) back
         chat = chat_from(taken)
-        run = Run(id=new_id("run"), chat_id=chat_id, run_number=chat.run_count, status="running",
-                  client_message_id=client_message_id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds)
+        # Under the given row (an edit branches there), else after the active leaf; it becomes the active leaf.
+        if parent_id is None:
+            parent_id = chat.active_leaf_id or tree.ROOT
+        else:
+            tree.checked_parent(conn, chat_id, parent_id)
+        run_id = new_id("run")
+        [row], _ = self.insert_rows(conn, chat_id, [("user", [user_message])], run_id=run_id,
+                                    client_message_id=client_message_id, last=chat.last_sequence, parent_id=parent_id)
+        run = Run(id=run_id, chat_id=chat_id, run_number=chat.run_count, status="running",
+                  client_message_id=client_message_id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds,
+                  leaf_id=row.id)
         self.insert_run(conn, run)
-        [row], _ = self.insert_rows(conn, chat_id, [("user", [user_message])], run_id=run.id,
-                                    client_message_id=client_message_id, last=chat.last_sequence)
-        return RunStart(run=run, user_row=row, created=True), chat
+        conn.execute(update(chats).where(chats.c.id == chat_id).values(active_leaf_id=row.id))
+        return RunStart(run=run, user_row=row, created=True), dataclasses.replace(chat, active_leaf_id=row.id)
 
     @staticmethod
     def insert_run(conn: Connection, run: Run, *, step_message: str | None = None) -> None:
         conn.execute(_INSERT_RUN, {
             "id": run.id, "chat_id": run.chat_id, "run_number": run.run_number, "status": run.status,
             "resumed_from": run.resumed_from, "client_message_id": run.client_message_id, "step_message": step_message,
-            "created_at": run.created_at, "lease_owner": run.lease_owner, "lease_expires_at": run.lease_expires_at})
+            "created_at": run.created_at, "lease_owner": run.lease_owner, "lease_expires_at": run.lease_expires_at,
+            "leaf_id": run.leaf_id})
 
     @staticmethod
     def run_where(conn: Connection, *conditions: Any) -> Run | None:
@@ -372,7 +395,8 @@ class Writes:
         if moved.rowcount != 1:
             raise ApprovalDecided("The paused run was resumed by another request a moment ago.")
         run = Run(id=new_id("run"), chat_id=chat_id, run_number=chat.run_count, status="running",
-                  resumed_from=paused.run.id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds)
+                  resumed_from=paused.run.id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds,
+                  leaf_id=tree.parent_for(conn, chat_id, paused.run.id) or None)
         self.insert_run(conn, run)
         return Resumption(run=run, paused=paused, decisions=decided), chat
 

@@ -40,6 +40,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..messages import Message, ToolCallPart, ToolResultPart
+from . import _tree as tree
 from ._engine import (
     SINGLE_READ_OPTION,
     SQLITE_READERS,
@@ -61,6 +62,7 @@ from ._protocol import ApprovalsIncomplete
 from ._records import (
     Approval,
     Chat,
+    ChatPath,
     Decision,
     MessageRow,
     PausedRun,
@@ -407,9 +409,10 @@ class SQLStore:
 
     @_shielded
     async def append_messages(self, chat_id: str, messages_: Sequence[Message], *,
-                              run_id: str | None = None) -> list[MessageRow]:
+                              run_id: str | None = None, parent_id: str | None = None) -> list[MessageRow]:
         groups = rows_for(messages_)
-        rows, _ = await self._write(partial(self._writes.insert_rows, chat_id=chat_id, groups=groups, run_id=run_id),
+        rows, _ = await self._write(partial(self._writes.insert_rows, chat_id=chat_id, groups=groups, run_id=run_id,
+                                            parent_id=parent_id),
                                     after_commit=self._chats_put_second)
         return rows
 
@@ -424,9 +427,10 @@ class SQLStore:
     # -- ChatMemory --------------------------------------------------------------------------
 
     async def load(self, conversation_id: str | None = None) -> list[Message]:
-        """The conversation's messages, oldest first (`ChatMemory`); the chat id is the conversation id."""
-        rows = await self.list_messages(conversation_id or "default")
-        return [message for row in rows for message in row.messages]
+        """The messages of the conversation's active branch, oldest first (`ChatMemory`); the chat id is the
+        conversation id."""
+        path = await self.chat_path(conversation_id or "default")
+        return [message for row in path.rows for message in row.messages]
 
     @_shielded
     async def append(self, messages_: Sequence[Message], conversation_id: str | None = None) -> None:
@@ -439,15 +443,45 @@ class SQLStore:
 
     @_shielded
     async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
-                        lease_seconds: float, title: str | None = None) -> RunStart:
+                        lease_seconds: float, title: str | None = None, parent_id: str | None = None) -> RunStart:
         try:
             start, _ = await self._write(partial(
                 self._writes.start_run, chat_id=chat_id, user_message=user_message,
-                client_message_id=client_message_id, owner=owner, lease_seconds=lease_seconds, title=title),
+                client_message_id=client_message_id, owner=owner, lease_seconds=lease_seconds, title=title,
+                parent_id=parent_id),
                 after_commit=self._chats_put_second)
         except Earlier as earlier:
             return earlier.start
         return start
+
+    @_shielded
+    async def start_answer(self, chat_id: str, message_id: str, *, client_message_id: str | None, owner: str,
+                           lease_seconds: float) -> RunStart:
+        try:
+            start, _ = await self._write(partial(
+                tree.start_answer, chat_id=chat_id, row_id=message_id, client_message_id=client_message_id,
+                owner=owner, lease_seconds=lease_seconds), after_commit=lambda _: self._chats.forget(chat_id))
+        except Earlier as earlier:
+            return earlier.start
+        return start
+
+    # -- branches ----------------------------------------------------------------------------
+
+    @_shielded
+    async def chat_path(self, chat_id: str, through: str | None = None) -> ChatPath:
+        async with self._read() as conn:
+            return await conn.run_sync(tree.chat_path, chat_id, through)
+
+    @_shielded
+    async def switch_leaf(self, chat_id: str, message_id: str) -> ChatPath:
+        return await self._write(partial(tree.switch_leaf, chat_id=chat_id, row_id=message_id),
+                                 after_commit=lambda _: self._chats.forget(chat_id))
+
+    @_shielded
+    async def run_history(self, chat_id: str, run_id: str) -> list[Message]:
+        async with self._read() as conn:
+            rows = await conn.run_sync(tree.run_history, chat_id, run_id)
+        return [message for row in rows for message in row.messages]
 
     @_shielded
     async def resume_run(self, chat_id: str, decisions: Sequence[Decision], *, owner: str,

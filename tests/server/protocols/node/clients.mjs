@@ -157,6 +157,18 @@ const commands = {
     return snapshot(name);
   },
 
+  // `regenerate()` (the last answer) or `regenerate({ messageId })`.
+  async regenerate({ name, messageId }) {
+    await chats.get(name).chat.regenerate(messageId ? { messageId } : undefined);
+    return snapshot(name);
+  },
+
+  // Edit an earlier user message: `sendMessage({ text, messageId })`, as an editing UI does.
+  async edit({ name, text, messageId }) {
+    await chats.get(name).chat.sendMessage({ text, messageId });
+    return snapshot(name);
+  },
+
   // Answer every approval the last assistant message asks for, in order, then send the answers.
   async approve({ name, decisions }) {
     const { chat, automatic } = chats.get(name);

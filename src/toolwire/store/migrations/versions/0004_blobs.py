@@ -16,7 +16,7 @@ from alembic import op
 from toolwire.store._schema import UTCDateTime
 
 revision: str = "0004_blobs"
-down_revision: str | None = "0002_search"
+down_revision: str | None = "0003_branches"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
