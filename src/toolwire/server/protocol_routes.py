@@ -40,7 +40,9 @@ from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_par
 from .errors import ApiError
 from .eventlog import Cursor, Position
 from .history_bodies import HistoryBodyError, read_agui, read_vercel
+from .multitask import queued_response
 from .routes import ServerState, _caller, _json, _title_from, attach, scoped_chat_id
+from .runs import MULTITASK_STRATEGIES, RunHandle
 from .schemas import parse_body, read_bytes
 from .sse import Encoder, EventStreamResponse, follow
 
@@ -146,12 +148,25 @@ def _check_text(server: ServerState, text: str) -> None:
                                                 "characters; shorten it or split it.")
 
 
-async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str) -> Run:
-    """Store the user's message and start its run (or attach to the run the same message started)."""
+async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str,
+                 strategy: Any) -> RunHandle:
+    """Store the user's message and start its run (or attach to the run the same message started, or queue it)."""
+    if strategy is not None and strategy not in MULTITASK_STRATEGIES:
+        raise ApiError(422, "invalid_request", f"multitask_strategy is one of {', '.join(MULTITASK_STRATEGIES)}; "
+                                               f"{str(strategy)[:40]!r} is not.")
     handle = await server.manager.send_message(user, chat, text, client_message_id,
-                                               title=None if chat.title else _title_from(text))
-    await attach(server.log, chat.id, handle.run, created=handle.created)
-    return handle.run
+                                               title=None if chat.title else _title_from(text), strategy=strategy)
+    if handle.queued is None:
+        await attach(server.log, chat.id, handle.run, created=handle.created)
+    return handle
+
+
+async def _answer(server: ServerState, chat: Chat, handle: RunHandle, encoder: Encoder,
+                  headers: dict[str, str] | None = None) -> Response:
+    if handle.queued is None:
+        return _stream(server, chat, handle.run, encoder, headers)
+    return await queued_response(server.manager, server.log, chat.id, handle, encoder, heartbeat=server.heartbeat,
+                                 headers={"X-Chat-Id": chat.id, **(headers or {})}, announce=False)
 
 
 # -- the Vercel AI SDK's UI message stream ------------------------------------------------------
@@ -164,6 +179,7 @@ class _ChatRequest(BaseModel):
     messages: list[Any] | None = None
     message: Any = None
     trigger: str = "submit-message"
+    multitask_strategy: Any = None
 
 
 class _UIMessage(BaseModel):
@@ -236,8 +252,9 @@ async def vercel_chat(request: Request) -> Response:
     _check_text(server, text)
     _no_nul(last.id)
     chat = await _chat_for_message(server, user, body.id)
-    run = await _start(server, user, chat, text, last.id)
-    return _stream(server, chat, run, VercelEncoder(message_id=run.id), VERCEL_HEADERS)
+    handle = await _start(server, user, chat, text, last.id, body.multitask_strategy)
+    run_id = handle.queued.id if handle.queued is not None else handle.run.id
+    return await _answer(server, chat, handle, VercelEncoder(message_id=run_id), VERCEL_HEADERS)
 
 
 async def vercel_stream(request: Request) -> Response:
@@ -373,5 +390,9 @@ async def agui_run(request: Request) -> Response:
             raise ApiError(422, "invalid_request", "A message id is 1 to 200 characters.")
         _no_nul(last.id)
         chat = await _chat_for_message(server, user, agent_input.thread_id)
-        run = await _start(server, user, chat, text, last.id)
+        props = agent_input.forwarded_props
+        handle = await _start(server, user, chat, text, last.id,
+                              props.get("multitask_strategy") if isinstance(props, dict) else None)
+        return await _answer(server, chat, handle,
+                             AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
     return _stream(server, chat, run, AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))

@@ -26,6 +26,7 @@ from .encode import NativeEncoder
 from .errors import ApiError
 from .eventlog import Cursor, EventLog, Position
 from .limits import Limits, UserRequests
+from .multitask import queued_response
 from .runs import RunManager
 from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
 from .sse import EventStreamResponse, follow
@@ -269,7 +270,12 @@ async def post_message(request: Request) -> Response:
                                                 "characters; shorten it or split it.")
     # A chat without a title is named after its first message in the transaction that starts the run.
     handle = await server.manager.send_message(user, chat, body.text, body.client_message_id,
-                                               title=None if chat.title else _title_from(body.text))
+                                               title=None if chat.title else _title_from(body.text),
+                                               strategy=body.multitask_strategy)
+    if handle.queued is not None:  # it waits for its turn (double texting)
+        return await queued_response(server.manager, server.log, chat.id, handle, NativeEncoder(),
+                                     heartbeat=server.heartbeat, headers={"Location": f"/api/chats/{chat.id}/stream"},
+                                     announce=True, cancel_on_disconnect=body.on_disconnect == "cancel")
     first = Cursor(handle.run.run_number, 0)
     await attach(server.log, chat.id, handle.run, created=handle.created)
     return _follow_response(server, chat, first, run_id=handle.run.id,

@@ -53,6 +53,10 @@ class MessageIn(_Body):
     on_disconnect: Literal["continue", "cancel"] = Field(
         "continue", description="What a disconnect of this request does to the run: `continue` (the default) lets "
                                 "it finish and be stored; `cancel` cancels it.")
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = Field(
+        None, description="What the message does while the chat's run is going (double texting): `reject` (409), "
+                          "`enqueue` (it runs when the run ends), `interrupt` (the run is cancelled, then it runs) or "
+                          "`rollback` (not supported yet: 422). Default: the server's `--multitask-strategy`.")
 
 
 class DecisionIn(_Body):
