@@ -539,6 +539,10 @@ class SQLStore:
 
     @_shielded
     async def promote_queued(self, chat_id: str, *, owner: str, lease_seconds: float) -> Promoted | None:
+        # Asked after every run's end: a read first, so that a chat with no queue (nearly all) costs no write.
+        async with self._read_one() as conn:
+            if (await conn.execute(queue_query(chat_id).limit(1))).first() is None:
+                return None
         promoted, _ = await self._write(partial(promote, self._writes, chat_id=chat_id, owner=owner,
                                                 lease_seconds=lease_seconds), after_commit=self._chats_put_second)
         return promoted
