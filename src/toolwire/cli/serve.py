@@ -110,6 +110,10 @@ def add_parser(sub: Any) -> None:
                    help="at start-up, how long to wait for another server on the same database to go away")
     p.add_argument("--max-runs", type=int, default=None, metavar="N",
                    help="the most runs this process executes at once; more get 503 server_busy (default: no cap)")
+    p.add_argument("--multitask-strategy", choices=("reject", "enqueue", "interrupt"), default="reject",
+                   help="what a message sent while its chat's run is going does, unless the request says: reject "
+                        "(409), enqueue (runs when the run ends) or interrupt (cancels the run, then runs) "
+                        "(default: reject)")
     p.add_argument("--max-tool-concurrency", type=int, default=8, help="tool calls running at once per chat")
     p.add_argument("--runs-per-minute", type=int, default=60, help="runs one user may start per minute")
     p.add_argument("--tool-calls-per-minute", type=int, default=600, help="tool calls one user may start per minute")
@@ -286,6 +290,7 @@ async def _serve(args: argparse.Namespace) -> None:
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
                           max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
+                          multitask_strategy=args.multitask_strategy,
                           store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors,
                           suggestions=SUGGESTIONS if demo else (), **operations_config(args), **file_config(args))
     shared: dict[str, Any] = {}

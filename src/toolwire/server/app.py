@@ -73,7 +73,7 @@ from .routes import (
     update_chat,
 )
 from .runner import STORE_RETRY_SECONDS, AgentFactory
-from .runs import RunManager
+from .runs import MultitaskStrategy, RunManager
 from .schemas import openapi_document
 from .signals import LocalSignals, RunSignals
 from .tracing import RequestSpans
@@ -126,6 +126,8 @@ class ServerConfig:
         blob_folder: The folder of `"folder"` (default: the SQLite file's path + `.blobs`).
         sweep_seconds: How often the blobs no file names any more (a crash's leftovers) are swept, the first
             time at start-up.
+        multitask_strategy: What a message sent while its chat's run is going does when the request does not
+            say (`reject`, `enqueue` or `interrupt`; docs/guides/double-texting.md). `reject` by default (409).
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -149,6 +151,8 @@ class ServerConfig:
     blob_store: Literal["auto", "folder", "sql"] = "auto"
     blob_folder: Path | None = None
     sweep_seconds: float = 3600.0
+
+    multitask_strategy: MultitaskStrategy = "reject"
 
 
 def _files_for(store: Store, config: ServerConfig) -> Files | None:
@@ -204,6 +208,9 @@ def create_app(
     if not config.frame_ancestors.strip() or any(c in config.frame_ancestors for c in ";,\r\n"):
         raise UserError("frame_ancestors is a list of sources separated by spaces, such as \"'self' "
                         "https://portal.example.com\", or \"'none'\"; it cannot be empty or hold ';' or ','.")
+    if config.multitask_strategy not in ("reject", "enqueue", "interrupt"):
+        raise UserError(f"multitask_strategy is reject, enqueue or interrupt, not {config.multitask_strategy!r} "
+                        "(rollback is not available yet).")
     limits = config.limits
     the_store: Store = store if store is not None and not isinstance(store, str) else SQLStore(store or "toolwire.db")
     log = event_log or InMemoryEventLog(max_events_per_chat=config.max_events_per_chat,
@@ -219,7 +226,7 @@ def create_app(
         store=used.store, log=used.log, signals=used.signals, factory=agent_factory, limits=limits,
         limiter=used.limiter, policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
         lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds, max_runs=config.max_runs,
-        store_retry_seconds=config.store_retry_seconds,
+        store_retry_seconds=config.store_retry_seconds, multitask_strategy=config.multitask_strategy,
     )
     state = ServerState(store=used.store, manager=manager, log=used.log, limits=limits,
                         heartbeat=config.heartbeat_seconds,

@@ -55,6 +55,7 @@ class _VercelBody(msgspec.Struct, gc=False):
     messageId: msgspec.Raw = _NULL
     messages: list[_UIMessageHead] | None = None
     message: _UIMessageHead | None = None
+    multitask_strategy: msgspec.Raw = _NULL
 
 
 class _AguiMessageHead(msgspec.Struct, gc=False):
@@ -68,10 +69,16 @@ class _AguiBody(msgspec.Struct, gc=False, rename="camel"):
     run_id: msgspec.Raw = _NULL
     messages: list[_AguiMessageHead] | None = None
     resume: msgspec.Raw = _NULL
+    forwarded_props: msgspec.Raw = _NULL
+
+
+class _Forwarded(msgspec.Struct, gc=False):
+    multitask_strategy: msgspec.Raw = _NULL
 
 
 _vercel_decoder = msgspec.json.Decoder(_VercelBody)
 _agui_decoder = msgspec.json.Decoder(_AguiBody)
+_forwarded_decoder = msgspec.json.Decoder(_Forwarded)
 
 
 def _object(fields: dict[str, bytes]) -> bytes:
@@ -95,7 +102,8 @@ def _vercel_in_place(body: bytes) -> bytes | HistoryBodyError:
     if isinstance(decoded, HistoryBodyError):
         return decoded
     last = decoded.message if decoded.message is not None else (decoded.messages[-1] if decoded.messages else None)
-    fields = {"id": bytes(decoded.id), "trigger": bytes(decoded.trigger), "messageId": bytes(decoded.messageId)}
+    fields = {"id": bytes(decoded.id), "trigger": bytes(decoded.trigger), "messageId": bytes(decoded.messageId),
+              "multitask_strategy": bytes(decoded.multitask_strategy)}
     if last is not None:
         fields["message"] = _object({"id": bytes(last.id), "role": f'"{last.role}"'.encode(),
                                      "parts": bytes(last.parts)})
@@ -119,6 +127,12 @@ def _agui_in_place(body: bytes) -> bytes | HistoryBodyError:
             fields["previousUserMessageId"] = bytes(earlier.id)
     else:
         fields["messages"] = b"[]"
+    try:  # forwardedProps is the client's own: only the double-texting strategy is read from it, if it is there
+        strategy = bytes(_forwarded_decoder.decode(decoded.forwarded_props).multitask_strategy)
+    except msgspec.MsgspecError:
+        strategy = b"null"
+    if strategy != b"null":
+        fields["forwardedProps"] = _object({"multitask_strategy": strategy})
     return _object(fields)
 
 

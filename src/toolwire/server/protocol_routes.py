@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..messages import FilePart
 from ..store import Chat, ChatIdTaken, Decision, MessageRow, PausedRun, Run, Store, User
 from .approvals import paused_view
 from .encode.agui import AguiEncoder
@@ -41,8 +42,10 @@ from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_par
 from .errors import ApiError
 from .eventlog import Cursor, Position
 from .history_bodies import HistoryBodyError, read_agui, read_vercel
+from .multitask import queued_response
 from .protocol_files import agui_files, ui_file_part, vercel_files
 from .routes import ServerState, _caller, _json, _title_from, attach, scoped_chat_id
+from .runs import MULTITASK_STRATEGIES, RunHandle
 from .schemas import parse_body, read_bytes
 from .sse import Encoder, EventStreamResponse, follow
 
@@ -148,6 +151,28 @@ def _check_text(server: ServerState, text: str) -> None:
                                                 "characters; shorten it or split it.")
 
 
+async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str,
+                 strategy: Any, *, files: list[FilePart], parent_id: str | None = None) -> RunHandle:
+    """Store the user's message and start its run (or attach to the run the same message started, or queue it)."""
+    if strategy is not None and strategy not in MULTITASK_STRATEGIES:
+        raise ApiError(422, "invalid_request", f"multitask_strategy is one of {', '.join(MULTITASK_STRATEGIES)}; "
+                                               f"{str(strategy)[:40]!r} is not.")
+    handle = await server.manager.send_message(user, chat, text, client_message_id,
+                                               title=None if chat.title else _title_from(text), strategy=strategy,
+                                               files=files, parent_id=parent_id)
+    if handle.queued is None:
+        await attach(server.log, chat.id, handle.run, created=handle.created)
+    return handle
+
+
+async def _answer(server: ServerState, chat: Chat, handle: RunHandle, encoder: Encoder,
+                  headers: dict[str, str] | None = None) -> Response:
+    if handle.queued is None:
+        return _stream(server, chat, handle.run, encoder, headers)
+    return await queued_response(server.manager, server.log, chat.id, handle, encoder, heartbeat=server.heartbeat,
+                                 headers={"X-Chat-Id": chat.id, **(headers or {})}, announce=False)
+
+
 # -- the Vercel AI SDK's UI message stream ------------------------------------------------------
 
 class _ChatRequest(BaseModel):
@@ -159,6 +184,7 @@ class _ChatRequest(BaseModel):
     message: Any = None
     trigger: str = "submit-message"
     messageId: str | None = Field(None, min_length=1, max_length=200)
+    multitask_strategy: Any = None
 
 
 class _UIMessage(BaseModel):
@@ -243,10 +269,10 @@ async def vercel_chat(request: Request) -> Response:
         parent_id = edited.parent_id or ""
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         client_message_id = f"{body.messageId[:150]}~edit~{digest}"
-    handle = await server.manager.send_message(user, chat, text, client_message_id, parent_id=parent_id,
-                                               title=None if chat.title else _title_from(text), files=files)
-    await attach(server.log, chat.id, handle.run, created=handle.created)
-    return _stream(server, chat, handle.run, VercelEncoder(message_id=handle.run.id), VERCEL_HEADERS)
+    handle = await _start(server, user, chat, text, client_message_id, body.multitask_strategy, files=files,
+                          parent_id=parent_id)
+    run_id = handle.queued.id if handle.queued is not None else handle.run.id
+    return await _answer(server, chat, handle, VercelEncoder(message_id=run_id), VERCEL_HEADERS)
 
 
 async def _stored_user_message(server: ServerState, chat: Chat, message_id: str) -> MessageRow:
@@ -400,10 +426,12 @@ async def agui_run(request: Request) -> Response:
         files = await agui_files(server, user, chat.id, getattr(last, "content", ""))
         previous = (agent_input.model_extra or {}).get("previousUserMessageId")
         parent_id = await _agui_fork(server, chat, previous if isinstance(previous, str) else None)
-        handle = await server.manager.send_message(user, chat, text, last.id, parent_id=parent_id,
-                                                   title=None if chat.title else _title_from(text), files=files)
-        await attach(server.log, chat.id, handle.run, created=handle.created)
-        run = handle.run
+        props = agent_input.forwarded_props
+        handle = await _start(server, user, chat, text, last.id,
+                              props.get("multitask_strategy") if isinstance(props, dict) else None, files=files,
+                              parent_id=parent_id)
+        return await _answer(server, chat, handle,
+                             AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
     return _stream(server, chat, run, AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
 
 

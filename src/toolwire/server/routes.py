@@ -27,6 +27,7 @@ from .encode import NativeEncoder
 from .errors import ApiError, store_error
 from .eventlog import Cursor, EventLog, Position
 from .limits import Limits, UserRequests
+from .multitask import queued_response
 from .runs import RunManager
 from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
 from .sse import EventStreamResponse, follow
@@ -299,7 +300,12 @@ async def post_message(request: Request) -> Response:
     handle = await server.manager.send_message(user, chat, body.text, body.client_message_id,
                                                title=None if chat.title else _title_from(body.text), files=attached,
                                                parent_id=None if body.parent_id is None else
-                                               "" if body.parent_id == "root" else body.parent_id)
+                                               "" if body.parent_id == "root" else body.parent_id,
+                                               strategy=body.multitask_strategy)
+    if handle.queued is not None:  # it waits for its turn (double texting)
+        return await queued_response(server.manager, server.log, chat.id, handle, NativeEncoder(),
+                                     heartbeat=server.heartbeat, headers={"Location": f"/api/chats/{chat.id}/stream"},
+                                     announce=True, cancel_on_disconnect=body.on_disconnect == "cancel")
     first = Cursor(handle.run.run_number, 0)
     await attach(server.log, chat.id, handle.run, created=handle.created)
     return _follow_response(server, chat, first, run_id=handle.run.id,

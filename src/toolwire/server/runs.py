@@ -10,6 +10,12 @@ event log. The manager also
   several replicas the previous run may have ended on another one, or been recovered there: then
   the log itself is watched for its `run_finished`);
 - applies the per-user rate limits before a run is stored;
+- answers a message sent while the chat's run is going with the chat's multitask strategy (double
+  texting, docs/guides/double-texting.md): `reject` (409), `enqueue` (the message waits in the store's
+  queue, `store/_queue.py`) or `interrupt` (queued ahead of the rest, and the run going is cancelled).
+  Whichever replica sees a chat free starts its queue's head: the one whose run ended, the one that
+  recovered it, and every replica's maintenance round (a queue whose replica died mid-way). A run that
+  starts while an interrupt is queued stops at once (the interrupt was sent after it was asked for);
 - on shutdown stops accepting runs and interrupts the running ones (each still records its end and
   publishes `run_finished`), so followers close; `drain` first lets them finish for a while.
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, TypeAlias
 
 import anyio
 import anyio.abc
@@ -30,6 +37,7 @@ import anyio.abc
 from .. import telemetry
 from ..messages import FilePart, Message, TextPart
 from ..store import Chat, Decision, MessageRow, Recovered, Run, Store, StoreError, StoreUnavailable, User, new_id
+from ..store._queue import QueuedRun, RunQueue
 from ..store.blobs import Files
 from .approvals import resume_arguments, resumed_view
 from .errors import ApiError, store_error
@@ -39,7 +47,12 @@ from .limits import Limits, RateKind, RateLimiter, ResultPolicy
 from .runner import STORE_RETRY_SECONDS, AgentFactory, Runner
 from .signals import RunSignals
 
-__all__ = ["RunHandle", "RunManager"]
+__all__ = ["MULTITASK_STRATEGIES", "MultitaskStrategy", "RunHandle", "RunManager"]
+
+MultitaskStrategy: TypeAlias = Literal["reject", "enqueue", "interrupt", "rollback"]
+"""What a message sent while the chat's run is going does (LangGraph's names; docs/guides/double-texting.md)."""
+
+MULTITASK_STRATEGIES: tuple[MultitaskStrategy, ...] = ("reject", "enqueue", "interrupt", "rollback")
 
 logger = logging.getLogger("toolwire.server")
 
@@ -56,6 +69,8 @@ class RunHandle:
 
     run: Run
     created: bool
+    queued: QueuedRun | None = None
+    """Set when the message waits for its turn (`run` is then the chat's run it waits for, if any)."""
 
 
 @dataclass(slots=True)
@@ -83,6 +98,7 @@ class RunManager:
         drain_seconds: float = 0.0,
         max_runs: int | None = None,
         store_retry_seconds: float = STORE_RETRY_SECONDS,
+        multitask_strategy: MultitaskStrategy = "reject",
     ) -> None:
         self.store = store
         self.log = log
@@ -98,6 +114,8 @@ class RunManager:
         self.store_retry_seconds = store_retry_seconds
         self.files: Files | None = None
         """Where runs keep the files tools return and find those their history references (`files.py`)."""
+        self.multitask_strategy = multitask_strategy
+        self.queue: RunQueue | None = store if isinstance(store, RunQueue) else None
         self.accepting = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._local: dict[str, _Local] = {}
@@ -110,6 +128,7 @@ class RunManager:
         self._tg = tg
         await self.recover_expired()
         self.accepting = True
+        await self.start_waiting()
         tg.start_soon(self._maintain)
 
     async def drain(self) -> None:
@@ -177,6 +196,7 @@ class RunManager:
                 if self._local:
                     await self.store.renew_leases(self.owner, list(self._local), self.lease_seconds)
                 await self.recover_expired()
+                await self.start_waiting()
                 self.log.sweep()
             except StoreUnavailable as exc:  # the database is away for a moment; the next round tries again
                 if failing_since is None:
@@ -204,6 +224,7 @@ class RunManager:
                            extra={"run_id": run.id, "chat_id": run.chat_id})
             recovered.append(done)
             await self._publish_recovery(done)
+            await self._start_queued(run.chat_id)
         return recovered
 
     async def _publish_recovery(self, recovered: Recovered) -> None:
@@ -240,13 +261,23 @@ class RunManager:
 
     async def send_message(self, user: User, chat: Chat, text: str, client_message_id: str, *,
                            title: str | None = None, files: Sequence[FilePart] = (),
-                           parent_id: str | None = None) -> RunHandle:
+                           parent_id: str | None = None, strategy: MultitaskStrategy | None = None) -> RunHandle:
         """Store the user's message and start a run answering it (or find the run it already started); `title`
         names a chat that has none, in the same transaction. The message goes under `parent_id` (see
-        `branch_from`), by default under the chat's active leaf."""
+        `branch_from`), by default under the chat's active leaf. While the chat's run is going, `strategy` (else
+        the server's default) says what happens (see the module docstring); an edit (`parent_id` given) is never
+        queued: it names a place in the tree that the queued turn would no longer answer, so it is refused (409)
+        like `reject`."""
+        strategy = strategy or self.multitask_strategy
+        if strategy == "rollback":
+            raise ApiError(422, "unsupported", "The rollback strategy is not available yet; use interrupt, which "
+                                               "cancels the run and keeps its turn, or stop the run and edit the "
+                                               "message (parent_id), which puts the new one on a branch of its own.")
+        message = Message(role="user", parts=[TextPart(text=text), *files]) if files else Message.user(text)
+        if strategy != "reject" and parent_id is None:
+            return await self._send_queued(user, chat, message, client_message_id, title=title, strategy=strategy)
         await self._admit(user)
         try:
-            message = Message(role="user", parts=[TextPart(text=text), *files]) if files else Message.user(text)
             start = await self.store.start_run(chat.id, user_message=message,
                                                client_message_id=client_message_id, owner=self.owner,
                                                lease_seconds=self.lease_seconds, title=title, parent_id=parent_id)
@@ -256,6 +287,58 @@ class RunManager:
             with anyio.CancelScope(shield=True):  # stored as running: it must be launched, whatever the request does
                 await self._launch(user, start.run, user_row=start.user_row)
         return RunHandle(run=start.run, created=start.created)
+
+    async def _send_queued(self, user: User, chat: Chat, message: Message, client_message_id: str, *, title: str | None,
+                           strategy: Literal["enqueue", "interrupt"]) -> RunHandle:
+        if self.queue is None:
+            raise ApiError(422, "unsupported", f"The {strategy} strategy needs a store that keeps queued messages "
+                                               "(SQLStore does; this server's store does not). Send with reject.")
+        await self._admit(user)
+        try:
+            queued = await self.queue.queue_run(chat.id, user_message=message,
+                                                client_message_id=client_message_id, owner=self.owner,
+                                                lease_seconds=self.lease_seconds, title=title, strategy=strategy)
+        except StoreError as exc:
+            raise store_error(exc) from None
+        if queued.start is not None:
+            if queued.start.created:
+                with anyio.CancelScope(shield=True):
+                    await self._launch(user, queued.start.run, user_row=queued.start.user_row)
+            return RunHandle(run=queued.start.run, created=queued.start.created)
+        assert queued.queued is not None
+        ahead = queued.ahead
+        if strategy == "interrupt" and ahead is not None and ahead.status == "running":
+            # After the queueing committed: a run that starts later sees the interrupt in the store (`_launch`).
+            await self.signals.cancel(ahead.id, "cancel")
+        elif ahead is None:
+            # Nothing runs: the queue's head is being started (or its replica died doing so): start it here.
+            self._start_soon(chat.id)
+        placeholder = ahead or Run(id=queued.queued.id, chat_id=chat.id, run_number=0, status="running")
+        return RunHandle(run=placeholder, created=queued.created, queued=queued.queued)
+
+    async def start_waiting(self) -> None:
+        """Start the head of every queue whose chat is free (see the module docstring)."""
+        if self.queue is None or not self.accepting:
+            return
+        for chat_id in await self.queue.waiting_chats():
+            await self._start_queued(chat_id)
+
+    def _start_soon(self, chat_id: str) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(self._start_queued, chat_id)
+
+    async def _start_queued(self, chat_id: str) -> None:
+        """Start the chat's first queued run if the chat is free (on whichever replica asks first)."""
+        if self.queue is None or not self.accepting:
+            return  # a stopping server leaves the queue to the other replicas, or to its next start
+        with anyio.CancelScope(shield=True):  # once started in the store, the run must be launched
+            try:
+                promoted = await self.queue.promote_queued(chat_id, owner=self.owner, lease_seconds=self.lease_seconds)
+            except Exception:  # the next maintenance round tries again
+                logger.warning("Starting the queued run of chat %s failed; retrying shortly", chat_id, exc_info=True)
+                return
+            if promoted is not None:
+                await self._launch(promoted.user, promoted.start.run, user_row=promoted.start.user_row)
 
     async def decide(self, user: User, chat: Chat, decisions: Sequence[Decision]) -> RunHandle:
         """Decide the paused run's approvals and start the run that resumes it."""
@@ -286,6 +369,8 @@ class RunManager:
         self._chat_last[chat_id] = done
         self._local[run.id] = _Local(chat_id=chat_id, run_number=run.run_number, done=done)
         watch = self.signals.watch(run.id)
+        if self.queue is not None and await self.queue.interrupt_waiting(chat_id):
+            watch.fire("cancel")  # an interrupt was queued before this run could be reached: it ends at once
         publisher = RunPublisher(self.log, chat_id=chat_id, run_id=run.id, run_number=run.run_number)
         await publisher.run_event("run_started", None, chat_id=chat_id, run_number=run.run_number,
                                   resumed=resume is not None, resumed_from=resumed_from, leaf_id=run.leaf_id,
@@ -325,12 +410,15 @@ class RunManager:
             done.set()
             if self._chat_last.get(chat_id) is done:
                 del self._chat_last[chat_id]
+        await self._start_queued(chat_id)
 
     # -- stopping runs -----------------------------------------------------------------------
 
     async def cancel(self, chat_id: str, run_id: str) -> Run:
         """Ask a running run to stop; it ends with `run_finished{cancelled}`."""
         run = await self.store.get_run(chat_id, run_id)
+        if run is None and self.queue is not None and await self.queue.cancel_queued(chat_id, run_id):
+            return Run(id=run_id, chat_id=chat_id, run_number=0, status="cancelled")  # it leaves the queue unsent
         if run is None:
             raise ApiError(404, "run_not_found", f"This chat has no run {run_id!r}.")
         if run.status == "paused":
@@ -348,6 +436,9 @@ class RunManager:
         The log goes first, on every replica (`EventLog.discard`): once the rows are gone the id may be used
         again, and nothing of this chat may be served under it. Should the log not answer, nothing is deleted.
         """
+        if self.queue is not None:  # first, or the run cancelled below would start the queue's head
+            for queued in await self.queue.queued_runs(chat.id):
+                await self.queue.cancel_queued(chat.id, queued.id)
         active = await self.store.active_run(chat.id)
         if active is not None:
             await self.signals.cancel(active.id, "cancel")

@@ -61,6 +61,11 @@ class MessageIn(_Body):
         None, description="The row the message goes under: an earlier answer's id edits the message after it (a new "
                           "branch there), `root` makes a new first message; by default the chat's active leaf.")
 
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = Field(
+        None, description="What the message does while the chat's run is going (double texting): `reject` (409), "
+                          "`enqueue` (it runs when the run ends), `interrupt` (the run is cancelled, then it runs) or "
+                          "`rollback` (not supported yet: 422). Default: the server's `--multitask-strategy`.")
+
 
 class RegenerateIn(_Body):
     client_message_id: Id | None = Field(

@@ -59,6 +59,20 @@ from ._engine import (
 )
 from ._lookups import LOOKUP_CACHE_SECONDS, Lookups
 from ._protocol import ApprovalsIncomplete
+from ._queue import (
+    Promoted,
+    Queued,
+    QueuedRun,
+    QueueStrategy,
+    cancel_queued as _cancel_queued,
+    interrupt_query,
+    promote,
+    queue_query,
+    queue_run,
+    queued_from,
+    queued_runs,
+    waiting_chats_query,
+)
 from ._records import (
     Approval,
     Chat,
@@ -394,8 +408,14 @@ class SQLStore:
 
     @_shielded
     async def delete_chat(self, user_id: str, chat_id: str) -> bool:
-        return await self._write(partial(self._writes.delete_chat, user_id=user_id, chat_id=chat_id),
+        return await self._write(partial(self._delete_chat, user_id=user_id, chat_id=chat_id),
                                  after_commit=lambda _: self._chats.forget(chat_id))
+
+    def _delete_chat(self, conn: Connection, user_id: str, chat_id: str) -> bool:
+        if conn.execute(select(chats.c.id).where(chats.c.id == chat_id, chats.c.user_id == user_id)).first() is None:
+            return False
+        conn.execute(queued_runs.delete().where(queued_runs.c.chat_id == chat_id))
+        return self._writes.delete_chat(conn, user_id, chat_id)
 
     def _chats_put(self, chat: Chat | None) -> None:
         if chat is not None:
@@ -572,6 +592,51 @@ class SQLStore:
                          error: Mapping[str, Any] | None, steps: int, event_count: int | None) -> bool:
         return await self._write(partial(Writes.close_run, run_id=run_id, status=status, usage=usage, error=error,
                                          steps=steps, event_count=event_count))
+
+    # -- queued runs (double texting, `_queue.py`) ---------------------------------------------
+
+    @_shielded
+    async def queue_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
+                        lease_seconds: float, title: str | None, strategy: QueueStrategy) -> Queued:
+        try:
+            queued, _ = await self._write(partial(
+                queue_run, self._writes, chat_id=chat_id, user_message=user_message,
+                client_message_id=client_message_id, owner=owner, lease_seconds=lease_seconds, title=title,
+                strategy=strategy), after_commit=self._chats_put_second)
+        except Earlier as earlier:
+            return Queued(start=earlier.start, created=False)
+        if queued.queued is not None and title:
+            self._chats.forget(chat_id)  # titled in the queueing transaction
+        return queued
+
+    @_shielded
+    async def promote_queued(self, chat_id: str, *, owner: str, lease_seconds: float) -> Promoted | None:
+        # Asked after every run's end: a read first, so that a chat with no queue (nearly all) costs no write.
+        async with self._read_one() as conn:
+            if (await conn.execute(queue_query(chat_id).limit(1))).first() is None:
+                return None
+        promoted, _ = await self._write(partial(promote, self._writes, chat_id=chat_id, owner=owner,
+                                                lease_seconds=lease_seconds), after_commit=self._chats_put_second)
+        return promoted
+
+    @_shielded
+    async def waiting_chats(self, *, limit: int = 100) -> list[str]:
+        async with self._read_one() as conn:
+            return [row.chat_id for row in await conn.execute(waiting_chats_query(limit))]
+
+    @_shielded
+    async def queued_runs(self, chat_id: str) -> list[QueuedRun]:
+        async with self._read_one() as conn:
+            return [queued_from(row) for row in await conn.execute(queue_query(chat_id))]
+
+    @_shielded
+    async def interrupt_waiting(self, chat_id: str) -> bool:
+        async with self._read_one() as conn:
+            return (await conn.execute(interrupt_query(chat_id))).first() is not None
+
+    @_shielded
+    async def cancel_queued(self, chat_id: str, run_id: str) -> bool:
+        return await self._write(partial(_cancel_queued, chat_id=chat_id, run_id=run_id))
 
     # -- leases and recovery -----------------------------------------------------------------
 

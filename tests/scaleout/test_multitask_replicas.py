@@ -1,0 +1,138 @@
+"""Double texting across replicas: the run going is on one replica, the second message arrives at another.
+
+Two or three real `toolwire serve --db postgresql://... --redis redis://...` processes sharing a fresh database
+and one Redis, with the gate server as their model and tools.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.scaleout.test_replicas import Replica
+from tests.server.support import Api, Event, GateServer, calls, read_events, text, until
+from tests.server.test_multitask import assert_valid_history, user_texts
+
+pytestmark = pytest.mark.anyio
+
+
+async def send_events(api: Api, chat: str, text_: str, **extra: Any) -> tuple[httpx.Headers, list[Event]]:
+    async with api.send(chat, text_, **extra) as response:
+        assert response.status_code == 200, (await response.aread()).decode()
+        return response.headers, [e async for e in read_events(response)]
+
+
+async def test_enqueue_on_b_behind_a_run_on_a(replica: Replica, gate: GateServer) -> None:
+    a, b = replica(), replica()
+    gate.script("on-a", calls(("gated", {"label": "far-enq"})), text("A's answer."))
+    gate.script("on-b", text("B's queued answer."))
+    async with a.api() as on_a, b.api() as on_b, anyio.create_task_group() as tg:
+        chat = await on_a.new_chat()
+        first: list[Event] = []
+
+        async def run_on_a() -> None:
+            first.extend(await on_a.run(chat, "[[on-a]] go"))
+
+        tg.start_soon(run_on_a)
+        await until(lambda: "wait:far-enq" in gate.events)
+        async with on_b.send(chat, "[[on-b]] queued", multitask_strategy="enqueue") as response:
+            assert response.status_code == 200 and response.headers["x-run-state"] == "queued"
+            queued_id = response.headers["x-run-id"]
+            gate.release_tool("far-enq")
+            events = [e async for e in read_events(response)]
+        await until(lambda: bool(first) and first[-1].type == "run_finished")
+        assert first[-1].data["status"] == "completed"
+        assert events[0].type == "run_queued"
+        assert events[1].type == "run_started" and events[1].data["run_id"] == queued_id
+        assert events[1].data["run_number"] == 2 and events[-1].data["status"] == "completed"
+        rows = await on_b.rows(chat)
+        assert [r["kind"] for r in rows] == ["user", "tools_aggregate", "assistant", "user", "assistant"]
+        assert_valid_history(rows)
+
+
+async def test_interrupt_on_b_cancels_the_run_on_a_inside_its_tool(replica: Replica, gate: GateServer) -> None:
+    a, b = replica(), replica()
+    gate.script("stuck-a", calls(("sleepy", {"seconds": 0.01, "label": "done-a"}), ("gated", {"label": "never-a"})))
+    gate.script("now-b", text("B interrupts."))
+    async with a.api() as on_a, b.api() as on_b, anyio.create_task_group() as tg:
+        chat = await on_a.new_chat()
+        first: list[Event] = []
+
+        async def run_on_a() -> None:
+            first.extend(await on_a.run(chat, "[[stuck-a]] go"))
+
+        tg.start_soon(run_on_a)
+        await until(lambda: "wait:never-a" in gate.events and "start:done-a" in gate.events)
+        await anyio.sleep(0.2)  # the finished tool's result is journaled
+        asked = time.monotonic()
+        async with on_b.send(chat, "[[now-b]] stop", multitask_strategy="interrupt") as response:
+            assert response.headers["x-run-state"] == "queued"
+            events: list[Event] = []
+            async for event in read_events(response):
+                events.append(event)
+                if event.type == "run_started":
+                    started = time.monotonic()
+        await until(lambda: bool(first) and first[-1].type == "run_finished")
+        assert first[-1].data["status"] == "cancelled"
+        assert events[-1].data["status"] == "completed"
+        # Generous: the cancel crosses Redis, the cancelled run records its end, then the queue starts.
+        assert started - asked < 10, f"the interrupt took {started - asked:.2f} s"
+        print(f"interrupt across replicas: {started - asked:.3f} s from the request to the new run's start")
+        rows = await on_a.rows(chat)
+        assert [r["kind"] for r in rows] == ["user", "tools_aggregate", "user", "assistant"]
+        assert [p["result"] for p in rows[1]["messages"][1]["parts"]] == [{"label": "done-a", "slept": 0.01},
+                                                                          {"error": "cancelled"}]
+        assert_valid_history(rows)
+
+
+async def test_two_messages_at_once_on_two_replicas_get_one_order(replica: Replica, gate: GateServer) -> None:
+    a, b = replica(), replica()
+    gate.script("ra", text("Answer A."))
+    gate.script("rb", text("Answer B."))
+    async with a.api() as on_a, b.api() as on_b:
+        chat = await on_a.new_chat()
+        results: dict[str, tuple[httpx.Headers, list[Event]]] = {}
+
+        async def one(tag: str, api: Api) -> None:
+            results[tag] = await send_events(api, chat, f"[[{tag}]] at once", multitask_strategy="enqueue")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, "ra", on_a)
+            tg.start_soon(one, "rb", on_b)
+        queued = [tag for tag, (headers, _) in results.items() if headers.get("x-run-state") == "queued"]
+        assert len(queued) == 1
+        started = "ra" if queued == ["rb"] else "rb"
+        rows = await on_a.rows(chat)
+        assert user_texts(rows) == [f"[[{started}]] at once", f"[[{queued[0]}]] at once"]
+        assert [r["kind"] for r in rows] == ["user", "assistant", "user", "assistant"]
+        assert_valid_history(rows)
+
+
+async def test_a_queue_behind_a_dead_replica_is_started_by_another(replica: Replica, gate: GateServer) -> None:
+    a, b = replica(), replica()
+    gate.script("dies", calls(("gated", {"label": "dies-never"})))
+    gate.script("goes-on", text("Answered by the replica that lived."))
+    async with a.api() as on_a, b.api() as on_b, anyio.create_task_group() as tg:
+        chat = await on_a.new_chat()
+
+        async def run_on_a() -> None:
+            try:
+                await on_a.run(chat, "[[dies]] go")
+            except httpx.HTTPError:
+                pass  # its replica is killed
+
+        tg.start_soon(run_on_a)
+        await until(lambda: "wait:dies-never" in gate.events)
+        async with on_b.send(chat, "[[goes-on]] next", multitask_strategy="enqueue") as response:
+            assert response.headers["x-run-state"] == "queued"
+            a.kill()
+            events = [e async for e in read_events(response)]
+        assert events[1].type == "run_started" and events[-1].data["status"] == "completed"
+        rows = await on_b.rows(chat)
+        assert user_texts(rows) == ["[[dies]] go", "[[goes-on]] next"]
+        assert rows[1]["messages"][1]["parts"][0]["result"] == {"error": "interrupted"}
+        assert_valid_history(rows)
