@@ -50,7 +50,7 @@ def test_json_format_uses_the_public_tags_and_field_names() -> None:
         "arguments_raw": '{"a":[1,{"b":null}]}', "provider_data": None,
     }
     assert data[3]["parts"][1] == {
-        "type": "tool_result", "call_id": "call_2", "name": "g", "result": {"error": "cut off"}, "is_error": True, "files": [],
+        "type": "tool_result", "call_id": "call_2", "name": "g", "result": {"error": "cut off"}, "is_error": True,
     }
     assert data[2]["parts"][0]["type"] == "thinking" and data[2]["parts"][0]["signature"] == "sig=="
     assert data[2]["parts"][4]["type"] == "invalid_tool_call"

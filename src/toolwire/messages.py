@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
 
 import orjson
-from pydantic import Discriminator, TypeAdapter
+from pydantic import Discriminator, SerializerFunctionWrapHandler, TypeAdapter, model_serializer
 
 __all__ = [
     "FilePart",
@@ -105,6 +105,14 @@ class ToolResultPart:
     files: list[FilePart] = field(default_factory=list)
     type: Literal["tool_result"] = "tool_result"
 
+    @model_serializer(mode="wrap")
+    def _leave_out_no_files(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # `files` is written only when there are some: results without files keep the JSON they always had.
+        data = handler(self)
+        if not self.files:
+            data.pop("files", None)
+        return data
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FilePart:
@@ -117,6 +125,14 @@ class FilePart:
     name: str | None = None
     blob_id: str | None = None
     type: Literal["file"] = "file"
+
+    @model_serializer(mode="wrap")
+    def _leave_out_no_blob(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # `blob_id` is written only when set: files kept inline or by URL keep the JSON they always had.
+        data = handler(self)
+        if self.blob_id is None:
+            data.pop("blob_id", None)
+        return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -45,14 +45,28 @@ async def test_post_on_a_then_follow_and_resume_on_b_and_c_at_every_cut_point(re
             async def resume(cut: int, api: Api) -> None:
                 live[cut] = await collect(api, chat, reference[cut].id)
 
+            following = anyio.Event()
+
+            async def from_the_start() -> None:
+                async with on_b.follow(chat) as followed:
+                    assert followed.status_code == 200, (await followed.aread()).decode()
+                    events: list[Event] = []
+                    async for event in read_events(followed):
+                        events.append(event)
+                        following.set()
+                    live[-1] = events
+
             async for event in read_events(response):
                 reference.append(event)
                 if event.type == "tool_started":
                     await until(lambda: gate.waiting.get("cut-tool", 0) == 1)
-                    # Mid-run: a follower from the start, and one resuming after every event so far.
-                    tg.start_soon(lambda: _store(live, -1, collect(on_b, chat)))
+                    # Mid-run: a follower from the start, and one resuming after every event so far. The run
+                    # goes on only once the follower without a cursor is in (after the run it would get 204).
+                    tg.start_soon(from_the_start)
                     for cut in range(len(reference)):
                         tg.start_soon(resume, cut, on_b if cut % 2 else on_c)
+                    with anyio.fail_after(60):
+                        await following.wait()
                     await anyio.sleep(0.5)
                     gate.release_tool("cut-tool")
         ids = [e.id for e in reference]
@@ -69,10 +83,6 @@ async def test_post_on_a_then_follow_and_resume_on_b_and_c_at_every_cut_point(re
             assert [e.id for e in await collect(api, chat, ids[cut])] == ids[cut + 1:], f"resume after {ids[cut]}"
         async with on_b.follow(chat, ids[-1]) as response:
             assert response.status_code == 204  # the whole run was seen; nothing runs now
-
-
-async def _store(into: dict[int, list[Event]], key: int, events: object) -> None:
-    into[key] = await events  # type: ignore[misc]
 
 
 async def test_cancel_through_a_third_replica(replica: Replica, gate: GateServer) -> None:

@@ -74,7 +74,7 @@ async def transfer(to: str, amount: int) -> dict[str, Any]:
     return {"sent": amount, "to": to}
 
 
-async def picture(color: str) -> ToolReturn:
+async def paint(color: str) -> ToolReturn:
     """A small PNG of one color, returned as a file with the result.
 
     Args:
@@ -90,4 +90,4 @@ async def picture(color: str) -> ToolReturn:
                                                         data=base64.b64encode(out.getvalue()).decode())])
 
 
-TOOLS = [gated, sleepy, big, transfer, picture]
+TOOLS = [gated, sleepy, big, transfer, paint]

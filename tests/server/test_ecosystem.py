@@ -43,7 +43,7 @@ async def test_serve_offers_an_mcp_servers_tools_to_every_run(serve: Callable[..
     assert second[-1].data["status"] == "completed"  # an MCP error is the model's to read, the run goes on
     assert [r["kind"] for r in rows] == ["user", "tools_aggregate", "assistant"] * 2
     out = (server.folder / "server-1.out").read_text()
-    assert "tools: gated, sleepy, big, transfer, add, shout, fail, slow, hang, grow, picture\n" in out
+    assert "tools: gated, sleepy, big, transfer, paint, add, shout, fail, slow, hang, grow, picture\n" in out
 
 
 @pytest.fixture

@@ -226,7 +226,7 @@ async def test_a_message_references_files_and_the_model_receives_their_bytes(ser
 
 async def test_a_tools_image_is_stored_as_a_blob_and_events_carry_no_bytes(server: ServerProcess,
                                                                          gate: GateServer) -> None:
-    gate.script("draw", calls(("picture", {"color": "blue"})), text("Here it is."))
+    gate.script("draw", calls(("paint", {"color": "blue"})), text("Here it is."))
     async with server.api() as api:
         chat = await api.new_chat()
         events = await api.run(chat, "Draw [[draw]]")

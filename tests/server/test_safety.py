@@ -102,7 +102,7 @@ async def test_bad_bodies_get_clear_4xx_answers(serve: Callable[..., ServerProce
         assert bad_after.status_code == 400
         misspelt = await api.client.get(url, params={"afterr": "3"})
         assert misspelt.status_code == 400 and misspelt.json()["error"] == {
-            "code": "unknown_parameter", "message": "Unknown query parameter 'afterr': this endpoint takes only after."}
+            "code": "unknown_parameter", "message": "Unknown query parameter 'afterr': this endpoint takes only after, leaf."}
         listed = await api.client.get("/api/chats", params={"limit": "5"})
         assert listed.status_code == 400 and "takes no query parameters" in listed.json()["error"]["message"]
         assert (await api.rows(chat)) == []  # nothing of it was stored

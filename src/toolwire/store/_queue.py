@@ -17,6 +17,7 @@ Like `_writes.py`: synchronous functions of a `Connection`, run in the writer's 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +44,7 @@ from sqlalchemy import (
 )
 
 from ..messages import InvalidToolCallPart, Message, ToolCallPart, ToolResultPart
+from . import _tree as tree
 from ._protocol import ChatNotFound, IdempotencyConflict
 from ._records import ACTIVE_STATUSES, Chat, Run, RunStart, User, new_id, utc_now
 from ._schema import UTCDateTime, approvals, chats, messages, metadata, runs, users
@@ -235,12 +237,17 @@ def promote(writes: Writes, conn: Connection, chat_id: str, owner: str,
         run_count=chats.c.run_count + 1, last_sequence=chats.c.last_sequence + 1, updated_at=utc_now(),
     ).returning(*chats.c)).one()
     chat = chat_from(taken)
+    # The message answers what the chat shows when it starts (the run it waited for ended there), and becomes
+    # the active leaf, as a message sent then would (store/_tree.py).
+    [user_row], _ = writes.insert_rows(conn, chat_id, [("user", [queued.message])], run_id=queued.id,
+                                       client_message_id=queued.client_message_id, last=chat.last_sequence,
+                                       parent_id=chat.active_leaf_id or tree.ROOT)
     run = Run(id=queued.id, chat_id=chat_id, run_number=chat.run_count, status="running",
               client_message_id=queued.client_message_id, lease_owner=owner,
-              lease_expires_at=time.time() + lease_seconds)
+              lease_expires_at=time.time() + lease_seconds, leaf_id=user_row.id)
     writes.insert_run(conn, run)
-    [user_row], _ = writes.insert_rows(conn, chat_id, [("user", [queued.message])], run_id=run.id,
-                                       client_message_id=queued.client_message_id, last=chat.last_sequence)
+    conn.execute(update(chats).where(chats.c.id == chat_id).values(active_leaf_id=user_row.id))
+    chat = dataclasses.replace(chat, active_leaf_id=user_row.id)
     user = conn.execute(select(users.c.id, users.c.name).where(users.c.id == chat.user_id)).one()
     return Promoted(start=RunStart(run=run, user_row=user_row, created=True), user=User(id=user.id, name=user.name),
                     strategy=queued.strategy), chat

@@ -52,6 +52,9 @@ def test_the_same_round_is_the_same_stored_row_through_every_route(node: NodeCli
             for messages in kept:
                 # The provider's id of each response differs from request to request; the rest is the same.
                 assert messages[0]["metadata"].pop("response_id").startswith("chatcmpl-")
+            # So does how long each tool took; that each call has one is the same.
+            durations = kept[0][1]["metadata"]["toolwire"].pop("durations")
+            assert sorted(durations) == sorted(p["call_id"] for p in kept[0][1]["parts"])
             return kept
 
         through_native = stored(native)
