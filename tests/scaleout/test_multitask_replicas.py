@@ -136,3 +136,36 @@ async def test_a_queue_behind_a_dead_replica_is_started_by_another(replica: Repl
         assert user_texts(rows) == ["[[dies]] go", "[[goes-on]] next"]
         assert rows[1]["messages"][1]["parts"][0]["result"] == {"error": "interrupted"}
         assert_valid_history(rows)
+
+
+async def test_rollback_on_b_cancels_the_run_on_a_and_branches_from_before_its_turn(replica: Replica,
+                                                                                     gate: GateServer) -> None:
+    a, b = replica(), replica()
+    gate.script("first-a", text("The first answer."))
+    gate.script("stuck-a", calls(("gated", {"label": "never-rb"})))
+    gate.script("redo-b", text("B answers instead."))
+    async with a.api() as on_a, b.api() as on_b, anyio.create_task_group() as tg:
+        chat = await on_a.new_chat()
+        await on_a.run(chat, "[[first-a]] hello")
+        answer = (await on_a.rows(chat))[-1]["id"]
+        second: list[Event] = []
+
+        async def run_on_a() -> None:
+            second.extend(await on_a.run(chat, "[[stuck-a]] go"))
+
+        tg.start_soon(run_on_a)
+        await until(lambda: "wait:never-rb" in gate.events)
+        _, events = await send_events(on_b, chat, "[[redo-b]] never mind", multitask_strategy="rollback")
+        await until(lambda: bool(second) and second[-1].type == "run_finished")
+        assert second[-1].data["status"] == "cancelled"
+        assert events[0].type == "run_started" and events[-1].data["status"] == "completed"
+        shown = await on_a.rows(chat)
+        # The new turn answers the first answer (the cancelled turn's parent); the cancelled turn is beside it.
+        assert user_texts(shown) == ["[[first-a]] hello", "[[redo-b]] never mind"]
+        assert shown[2]["parent_id"] == answer and len(shown[2]["sibling_ids"]) == 2
+        kept = (await on_b.client.get(f"/api/chats/{chat}/messages",
+                                      params={"leaf": shown[2]["sibling_ids"][0]})).json()["messages"]
+        assert user_texts(kept) == ["[[first-a]] hello", "[[stuck-a]] go"]
+        assert_valid_history(kept)
+        # Sequence numbers are the chat's (they order writes across branches): the shown branch skips the others'.
+        assert [r["sequence_number"] for r in shown] == [1, 2, 5, 6]

@@ -303,14 +303,42 @@ async def test_a_queued_message_survives_a_restart(serve: Callable[..., ServerPr
         tg.cancel_scope.cancel()
 
 
-async def test_rollback_and_unknown_strategies_are_refused(server: ServerProcess, gate: GateServer) -> None:
+async def test_rollback_cancels_the_turn_and_answers_from_its_parent(server: ServerProcess, gate: GateServer) -> None:
+    async with anyio.create_task_group() as tg:
+        gate.script("redo", text("Answering from the start."))
+        async with server.api("alice") as alice:
+            chat, first_events, ended = await start_tool_run(alice, gate, tg, "rb", "rb-never")
+            first_id = (await alice.chat(chat))["active_run"]["run_id"]
+            headers, events = await send_events(alice, chat, "[[redo]] start over", client_id="redo-1",
+                                                multitask_strategy="rollback")
+            await ended.wait()
+            assert first_events()[-1].data["status"] == "cancelled"
+            assert "x-run-state" not in headers  # not queued: it starts once the cancelled run has ended
+            assert events[0].type == "run_started" and events[-1].data["status"] == "completed"
+            # The chat shows the new turn only: it answers the cancelled turn's parent (here the chat's root)...
+            shown = await alice.rows(chat)
+            assert user_texts(shown) == ["[[redo]] start over"]
+            assert [r["kind"] for r in shown] == ["user", "assistant"] and shown[0]["parent_id"] is None
+            old_turn, new_turn = shown[0]["sibling_ids"]
+            assert new_turn == shown[0]["id"]
+            # ...and the cancelled turn is kept, on a branch of its own, with a result for every call.
+            response = await alice.client.get(f"/api/chats/{chat}/messages", params={"leaf": old_turn})
+            kept = response.json()["messages"]
+            assert user_texts(kept) == ["[[rb]] start"] and kept[1]["run_id"] == first_id
+            assert kept[1]["messages"][1]["parts"][0]["result"] == {"error": "cancelled"}
+            assert_valid_history(kept)
+            # The same message sent again attaches to its run; it never cancels its own answer.
+            _, again = await send_events(alice, chat, "[[redo]] start over", client_id="redo-1",
+                                         multitask_strategy="rollback")
+            assert again[0].data["run_id"] == events[0].data["run_id"] and again[-1].data["status"] == "completed"
+            assert len(await alice.rows(chat)) == 2
+        tg.cancel_scope.cancel()
+
+
+async def test_unknown_strategies_are_refused(server: ServerProcess, gate: GateServer) -> None:
     async with anyio.create_task_group() as tg:
         async with server.api("alice") as alice:
             chat, _events, ended = await start_tool_run(alice, gate, tg, "rb", "rb")
-            async with alice.send(chat, "undo", multitask_strategy="rollback") as response:
-                assert response.status_code == 422
-                error = json.loads(await response.aread())["error"]
-                assert error["code"] == "unsupported" and "not available yet" in error["message"]
             async with alice.send(chat, "what", multitask_strategy="wait") as response:
                 assert response.status_code == 422
                 assert json.loads(await response.aread())["error"]["code"] == "invalid_request"

@@ -110,9 +110,10 @@ def add_parser(sub: Any) -> None:
                    help="at start-up, how long to wait for another server on the same database to go away")
     p.add_argument("--max-runs", type=int, default=None, metavar="N",
                    help="the most runs this process executes at once; more get 503 server_busy (default: no cap)")
-    p.add_argument("--multitask-strategy", choices=("reject", "enqueue", "interrupt"), default="reject",
+    p.add_argument("--multitask-strategy", choices=("reject", "enqueue", "interrupt", "rollback"), default="reject",
                    help="what a message sent while its chat's run is going does, unless the request says: reject "
-                        "(409), enqueue (runs when the run ends) or interrupt (cancels the run, then runs) "
+                        "(409), enqueue (runs when the run ends), interrupt (cancels the run, then runs) or rollback "
+                        "(cancels the run and answers from before its turn, which stays on a branch of its own) "
                         "(default: reject)")
     p.add_argument("--max-tool-concurrency", type=int, default=8, help="tool calls running at once per chat")
     p.add_argument("--runs-per-minute", type=int, default=60, help="runs one user may start per minute")

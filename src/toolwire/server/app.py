@@ -127,7 +127,8 @@ class ServerConfig:
         sweep_seconds: How often the blobs no file names any more (a crash's leftovers) are swept, the first
             time at start-up.
         multitask_strategy: What a message sent while its chat's run is going does when the request does not
-            say (`reject`, `enqueue` or `interrupt`; docs/guides/double-texting.md). `reject` by default (409).
+            say (`reject`, `enqueue`, `interrupt` or `rollback`; docs/guides/double-texting.md). `reject` by
+            default (409).
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -208,9 +209,9 @@ def create_app(
     if not config.frame_ancestors.strip() or any(c in config.frame_ancestors for c in ";,\r\n"):
         raise UserError("frame_ancestors is a list of sources separated by spaces, such as \"'self' "
                         "https://portal.example.com\", or \"'none'\"; it cannot be empty or hold ';' or ','.")
-    if config.multitask_strategy not in ("reject", "enqueue", "interrupt"):
-        raise UserError(f"multitask_strategy is reject, enqueue or interrupt, not {config.multitask_strategy!r} "
-                        "(rollback is not available yet).")
+    if config.multitask_strategy not in ("reject", "enqueue", "interrupt", "rollback"):
+        raise UserError(f"multitask_strategy is reject, enqueue, interrupt or rollback, not "
+                        f"{config.multitask_strategy!r}.")
     limits = config.limits
     the_store: Store = store if store is not None and not isinstance(store, str) else SQLStore(store or "toolwire.db")
     log = event_log or InMemoryEventLog(max_events_per_chat=config.max_events_per_chat,

@@ -12,7 +12,8 @@ event log. The manager also
 - applies the per-user rate limits before a run is stored;
 - answers a message sent while the chat's run is going with the chat's multitask strategy (double
   texting, docs/guides/double-texting.md): `reject` (409), `enqueue` (the message waits in the store's
-  queue, `store/_queue.py`) or `interrupt` (queued ahead of the rest, and the run going is cancelled).
+  queue, `store/_queue.py`), `interrupt` (queued ahead of the rest, and the run going is cancelled) or
+  `rollback` (the run going is cancelled, and the message is stored beside that run's turn: a branch).
   Whichever replica sees a chat free starts its queue's head: the one whose run ended, the one that
   recovered it, and every replica's maintenance round (a queue whose replica died mid-way). A run that
   starts while an interrupt is queued stops at once (the interrupt was sent after it was asked for);
@@ -269,12 +270,10 @@ class RunManager:
         queued: it names a place in the tree that the queued turn would no longer answer, so it is refused (409)
         like `reject`."""
         strategy = strategy or self.multitask_strategy
-        if strategy == "rollback":
-            raise ApiError(422, "unsupported", "The rollback strategy is not available yet; use interrupt, which "
-                                               "cancels the run and keeps its turn, or stop the run and edit the "
-                                               "message (parent_id), which puts the new one on a branch of its own.")
+        if strategy == "rollback" and parent_id is None:
+            return await self._send_rollback(user, chat, text, client_message_id, title=title, files=files)
         message = Message(role="user", parts=[TextPart(text=text), *files]) if files else Message.user(text)
-        if strategy != "reject" and parent_id is None:
+        if strategy in ("enqueue", "interrupt") and parent_id is None:
             return await self._send_queued(user, chat, message, client_message_id, title=title, strategy=strategy)
         await self._admit(user)
         try:
@@ -287,6 +286,46 @@ class RunManager:
             with anyio.CancelScope(shield=True):  # stored as running: it must be launched, whatever the request does
                 await self._launch(user, start.run, user_row=start.user_row)
         return RunHandle(run=start.run, created=start.created)
+
+    async def _send_rollback(self, user: User, chat: Chat, text: str, client_message_id: str, *, title: str | None,
+                             files: Sequence[FilePart]) -> RunHandle:
+        """`rollback`: cancel the running turn and answer the new message from that turn's parent, so the cancelled
+        turn stays on a branch of its own (nothing is deleted) and the new message starts a branch beside it.
+
+        The message is first sent as with `reject`: with no run going it simply starts, and the same message sent
+        again finds the run it started (it never cancels its own answer). A run paused for approval is refused
+        (409 `run_paused`), as the cancel route refuses it. A message queued behind the run starts before this
+        one (the queue is older), which then gets 409."""
+        try:
+            return await self.send_message(user, chat, text, client_message_id, title=title, files=files,
+                                           strategy="reject")
+        except ApiError as exc:
+            if exc.code != "run_active":
+                raise
+        running = await self.store.active_run(chat.id)
+        if running is not None and running.status == "running" and running.leaf_id is not None:
+            parent = await self._turn_parent(chat.id, running.leaf_id)
+            await self.signals.cancel(running.id, "cancel")  # on whichever replica runs it
+            local = self._local.get(running.id)
+            with anyio.move_on_after(_CHAIN_WAIT):
+                if local is not None:
+                    await local.done.wait()
+                while True:  # on another replica, the run's end shows in the store
+                    active = await self.store.active_run(chat.id)
+                    if active is None or active.id != running.id:
+                        break
+                    await anyio.sleep(0.05)
+        else:
+            parent = None
+        return await self.send_message(user, chat, text, client_message_id, title=title, files=files,
+                                       parent_id=parent, strategy="reject")
+
+    async def _turn_parent(self, chat_id: str, leaf_id: str) -> str:
+        """The parent of the user message of the turn a run extends from `leaf_id` (`""`: the chat's root)."""
+        rows = (await self.store.chat_path(chat_id, through=leaf_id)).rows
+        index = next(i for i, row in enumerate(rows) if row.id == leaf_id)
+        turn = next(row for row in reversed(rows[:index + 1]) if row.kind == "user")
+        return turn.parent_id or ""
 
     async def _send_queued(self, user: User, chat: Chat, message: Message, client_message_id: str, *, title: str | None,
                            strategy: Literal["enqueue", "interrupt"]) -> RunHandle:

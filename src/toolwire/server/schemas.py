@@ -64,7 +64,8 @@ class MessageIn(_Body):
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = Field(
         None, description="What the message does while the chat's run is going (double texting): `reject` (409), "
                           "`enqueue` (it runs when the run ends), `interrupt` (the run is cancelled, then it runs) or "
-                          "`rollback` (not supported yet: 422). Default: the server's `--multitask-strategy`.")
+                          "`rollback` (the run is cancelled and the message answers from before its turn, which "
+                          "stays on a branch of its own). Default: the server's `--multitask-strategy`.")
 
 
 class RegenerateIn(_Body):
