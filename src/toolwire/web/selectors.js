@@ -23,7 +23,7 @@ export function conversationItems(state) {
     items.push({ key: `row:${row.id}`, kind: "row", row, summary, order: row.sequence_number, tie: 0 });
     if (summary !== null && !anyRunIds.has(row.run_id)) lastOfRun.set(row.run_id, row.sequence_number);
   }
-  const answeredAgain = retriedRuns(state.rows);
+  const answeredAgain = retriedRuns(state);
   for (const [runId, order] of lastOfRun) {
     if (answeredAgain.has(runId)) continue; // a failed run retried: the answer below replaces its error
     items.push({ key: `summary:${runId}`, kind: "summary", summary: state.summaries[runId], order, tie: 0.5 });
@@ -41,12 +41,14 @@ export function conversationItems(state) {
   return items;
 }
 
-/** Runs that stored only their user message and whose message another run answered (a retry, branches.js). */
-function retriedRuns(rows) {
+/** Failed runs that stored only their user message, which another run then answered (a retry, branches.js). */
+function retriedRuns(state) {
   const retried = new Set();
+  const rows = state.rows;
   for (let i = 0; i + 1 < rows.length; i += 1) {
     const row = rows[i];
-    if (row.kind === "user" && row.run_id !== null && rows[i + 1].run_id !== row.run_id) retried.add(row.run_id);
+    if (row.kind === "user" && row.run_id !== null && rows[i + 1].run_id !== row.run_id
+        && state.summaries[row.run_id]?.status === "failed") retried.add(row.run_id);
   }
   return retried;
 }

@@ -3,6 +3,7 @@ import { test } from "node:test";
 
 import { continuesBranch, cutBranch, lastTurnAction, showBranch, turnOf, versionOf } from "../../../src/toolwire/web/branches.js";
 import { emptyChat } from "../../../src/toolwire/web/reducer.js";
+import { conversationItems } from "../../../src/toolwire/web/selectors.js";
 
 function row(id, sequence, parent, kind = "assistant", extra = {}) {
   return { id, sequence_number: sequence, parent_id: parent, kind, run_id: kind === "user" ? null : `run_${id}`,
@@ -65,4 +66,14 @@ test("lastTurnAction: regenerate after an answer, retry after a failed run, noth
   assert.equal(lastTurnAction({ ...state, runs: [{ id: "r", status: "running", rowIds: [] }] }), null);
   assert.equal(lastTurnAction({ ...state, outbox: { client_message_id: "m", text: "hi" } }), null);
   assert.equal(lastTurnAction(emptyChat("c")), null);
+});
+
+test("a failed run answered again by a retry is not summed up between the question and the new answer", () => {
+  const asked = { ...question, run_id: "run_f" };
+  const retried = { ...answer, run_id: "run_r" };
+  const summaries = { run_f: { run_id: "run_f", status: "failed", error: { message: "Overloaded." } }, run_r: { run_id: "run_r", status: "completed" } };
+  const kinds = (rows) => conversationItems({ ...emptyChat("c"), rows, summaries }).map((i) => (i.kind === "summary" ? i.summary.run_id : i.kind));
+  assert.deepEqual(kinds([asked, retried]), ["row", "row", "run_r"]);
+  // Not retried yet: the failure is said after the question.
+  assert.deepEqual(kinds([asked]), ["row", "run_f"]);
 });
