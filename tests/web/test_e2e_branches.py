@@ -136,3 +136,25 @@ def test_switchers_and_the_editor_pass_axe(served: ServerProcess, gate: GateServ
     page.page.get_by_role("button", name="Edit message").click()
     expect(page.page.get_by_role("textbox", name="Edited message")).to_be_focused()
     assert_accessible(page.page, "branches: switchers and the editor open")
+
+
+def test_a_branch_made_elsewhere_is_drawn_whole_without_rows_of_the_old_one(served: ServerProcess, gate: GateServer,
+                                                                           web: Open) -> None:
+    gate.script("here", text("An answer here."))
+    gate.script("there", text("An answer from elsewhere."))
+    chat_id, page = open_chat(served, web, "Elsewhere")
+    page.send("[[here]] First question")
+    conversation = page.page.locator("#conversation")
+    expect(conversation).to_contain_text("An answer here.")
+    answered(page, 1)
+    # Another client edits the first message: a new branch, now the chat's active one.
+    with api(served) as client:
+        response = client.post(f"/api/chats/{chat_id}/messages",
+                               json={"client_message_id": "elsewhere-1", "text": "[[there]] Another question",
+                                     "parent_id": "root"})
+        assert response.status_code == 200, response.text
+    # The page notices (its idle look, or following the run) and draws that branch alone.
+    expect(conversation).to_contain_text("An answer from elsewhere.", timeout=15_000)
+    expect(conversation).not_to_contain_text("An answer here.")
+    expect(conversation).not_to_contain_text("First question")
+    expect(page.page.locator(".user-message .version-position")).to_have_attribute("aria-label", "Version 2 of 2")

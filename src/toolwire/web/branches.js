@@ -51,6 +51,11 @@ export function continuesBranch(rows, history) {
   return !("leaf_id" in history) || history.leaf_id === last;
 }
 
+/** Whether `rows` are one branch: each row under the one before it (a run followed on another branch is not). */
+export function isBranch(rows) {
+  return rows.every((row, i) => !("parent_id" in row) || row.parent_id === (i === 0 ? null : rows[i - 1].id));
+}
+
 /** The user message of the turn that `rowId` belongs to (the row itself, or the nearest user row before it). */
 export function turnOf(rows, rowId) {
   const end = rows.findIndex((row) => row.id === rowId);

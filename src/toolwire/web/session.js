@@ -13,7 +13,7 @@
 // (another tab, another device) is followed from its first event, and rows stored meanwhile are fetched.
 
 import { ApiError, readEvents } from "./api.js";
-import { continuesBranch, cutBranch, showBranch, turnOf } from "./branches.js";
+import { continuesBranch, cutBranch, isBranch, showBranch, turnOf } from "./branches.js";
 import { emptyChat, reduce } from "./reducer.js";
 import { activeRun, lastSequence, pendingApprovals } from "./selectors.js";
 
@@ -155,7 +155,12 @@ export class ChatSession {
   async fetchNewRows() {
     const history = await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal);
     if (continuesBranch(this.state.rows, history)) this.dispatch({ type: "client_history", ...history });
-    else this.replace(showBranch(this.state, await this.api.messages(this.chatId, null, this.abort.signal)));
+    else await this.redrawBranch();
+  }
+
+  /** Draw the active branch whole, from its stored rows. */
+  async redrawBranch() {
+    this.replace(showBranch(this.state, await this.api.messages(this.chatId, null, this.abort.signal)));
   }
 
   /** Draw `next` as it is: a branch read whole, which no event says. */
@@ -338,6 +343,8 @@ export class ChatSession {
       }
       if (finished) {
         this.dispatch({ type: "client_connection", status: "idle" });
+        // A run started elsewhere on another branch (an edit in another tab) drew its rows after this branch's.
+        if (!isBranch(this.state.rows)) await this.redrawBranch().catch((error) => this.closed || this.report(error));
         if (this.state.runs.at(-1)?.status === "paused") await this.catchUp();
         return null;
       }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { continuesBranch, cutBranch, lastTurnAction, showBranch, turnOf, versionOf } from "../../../src/toolwire/web/branches.js";
+import { continuesBranch, cutBranch, isBranch, lastTurnAction, showBranch, turnOf, versionOf } from "../../../src/toolwire/web/branches.js";
 import { emptyChat } from "../../../src/toolwire/web/reducer.js";
 import { conversationItems } from "../../../src/toolwire/web/selectors.js";
 
@@ -76,4 +76,11 @@ test("a failed run answered again by a retry is not summed up between the questi
   assert.deepEqual(kinds([asked, retried]), ["row", "row", "run_r"]);
   // Not retried yet: the failure is said after the question.
   assert.deepEqual(kinds([asked]), ["row", "run_f"]);
+});
+
+test("isBranch tells one branch from rows of two", () => {
+  assert.equal(isBranch([question, answer]), true);
+  assert.equal(isBranch([]), true);
+  assert.equal(isBranch([question, answer, edited]), false);
+  assert.equal(isBranch([{ id: "x", sequence_number: 1 }, { id: "y", sequence_number: 2 }]), true); // no parents said
 });
