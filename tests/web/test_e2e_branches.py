@@ -1,6 +1,6 @@
 """End to end: branches in the page (Chromium, the real `toolwire serve`, the gate's scripted model).
 
-Editing a sent message, the "‹ 1 / 2 ›" switchers, regenerating the last answer, a reload on a branch that is
+Editing a sent message, the version switchers ("1 / 2"), regenerating the last answer, a reload on a branch that is
 not the newest, retrying a failed run, and axe on a page with switchers and the editor open.
 """
 
