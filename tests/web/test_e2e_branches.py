@@ -158,3 +158,18 @@ def test_a_branch_made_elsewhere_is_drawn_whole_without_rows_of_the_old_one(serv
     expect(conversation).not_to_contain_text("An answer here.")
     expect(conversation).not_to_contain_text("First question")
     expect(page.page.locator(".user-message .version-position")).to_have_attribute("aria-label", "Version 2 of 2")
+
+
+def test_a_refused_edit_gives_the_text_back_in_the_editor(served: ServerProcess, gate: GateServer, web: Open) -> None:
+    gate.script("kept", text("Stored."))
+    chat_id, page = open_chat(served, web, "Refused edit")
+    page.send("[[kept]] The question")
+    answered(page, 1)
+    with api(served) as client:  # the chat goes away (another tab deletes it): the edit is refused with 404
+        assert client.delete(f"/api/chats/{chat_id}").status_code == 204
+    page.page.get_by_role("button", name="Edit message").click()
+    page.page.get_by_role("textbox", name="Edited message").fill("An edit that cannot be stored")
+    page.page.get_by_role("button", name="Save").click()
+    expect(page.page.locator(".notices")).to_contain_text("This chat does not exist, or it is not yours.")
+    expect(page.page.get_by_role("textbox", name="Edited message")).to_have_value("An edit that cannot be stored")
+    expect(page.page.locator(".user-message .bubble")).to_have_text("[[kept]] The question")

@@ -102,6 +102,7 @@ export class BranchControls {
     this.root = root;
     this.actions = actions;
     this.editing = null; // the id of the user row whose editor is open
+    this.draft = null; // the text of an edit the server refused, shown again in the editor
     this.bar = document.createElement("div");
     this.bar.className = "turn-actions";
     this.state = null;
@@ -170,7 +171,10 @@ export class BranchControls {
       items.push(nav);
     }
     if (user) {
-      const edit = button("Edit message", "edit-message", () => this.openEditor(row), "Edit");
+      const edit = button("Edit message", "edit-message", () => {
+        this.draft = null;
+        this.openEditor(row);
+      }, "Edit");
       edit.disabled = locked;
       items.push(edit);
     }
@@ -188,6 +192,7 @@ export class BranchControls {
 
   closeEditor() {
     this.editing = null;
+    this.draft = null;
     this.redraw();
   }
 
@@ -202,7 +207,7 @@ export class BranchControls {
     const box = document.createElement("textarea");
     box.setAttribute("aria-label", "Edited message");
     box.rows = 3;
-    box.value = (row.messages?.[0]?.parts ?? []).filter((p) => p.type === "text").map((p) => p.text).join("");
+    box.value = this.draft ?? (row.messages?.[0]?.parts ?? []).filter((p) => p.type === "text").map((p) => p.text).join("");
     const save = document.createElement("button");
     save.type = "submit";
     save.className = "primary";
@@ -215,7 +220,13 @@ export class BranchControls {
       const text = box.value;
       if (text.trim() === "") return;
       this.editing = null;
-      this.actions.onEdit(row, text);
+      this.draft = null;
+      // Refused (nothing was stored): the editor opens again with the text, which is not lost.
+      Promise.resolve(this.actions.onEdit(row, text)).then((refused) => {
+        if (refused == null || this.state === null || !this.state.rows.some((r) => r.id === row.id)) return;
+        this.draft = text;
+        this.openEditor(row);
+      });
     });
     box.addEventListener("keydown", (event) => {
       if (event.key === "Escape") {
