@@ -101,12 +101,25 @@ export class Api {
   }
 
   /**
-   * The stored rows (`after` a sequence number, when given) and how their runs ended:
-   * `{messages: MessageRow[], runs: RunSummary[]}` (`runs` is empty from a server that does not send it).
+   * The stored rows of the active branch (`after` a sequence number, when given) and how their runs ended:
+   * `{messages: MessageRow[], runs: RunSummary[], leaf_id?}` (`runs` is empty from a server that does not send it).
    */
   async messages(chatId, after = null, signal) {
     const body = await this.json("GET", `api/chats/${encodeURIComponent(chatId)}/messages`, { query: { after }, signal });
-    return { messages: body.messages, runs: Array.isArray(body.runs) ? body.runs : [] };
+    const history = { messages: body.messages, runs: Array.isArray(body.runs) ? body.runs : [] };
+    if ("leaf_id" in body) history.leaf_id = body.leaf_id;
+    return history;
+  }
+
+  /** Make the branch through `messageId` the chat's active one; answers that branch as `messages()` does. */
+  switchLeaf(chatId, messageId, signal) {
+    return this.json("PUT", `api/chats/${encodeURIComponent(chatId)}/leaf`, { body: { message_id: messageId }, signal });
+  }
+
+  /** Answer the turn of `messageId` again (regenerate, retry); the response is the new run's event stream. */
+  regenerate(chatId, messageId, body, signal) {
+    return this.request("POST", `api/chats/${encodeURIComponent(chatId)}/messages/${encodeURIComponent(messageId)}/regenerate`,
+      { body, signal, accept: "text/event-stream" });
   }
 
   /** Start a run; the response is its event stream. */

@@ -12,6 +12,7 @@
 
 import { Attachments, setFileSource } from "./attachments.js";
 import { Api, ApiError } from "./api.js";
+import { BranchControls } from "./branches.js";
 import { warmUpMarkdown } from "./markdown.js";
 import { ConversationView } from "./render.js";
 import { ChatSearch } from "./search.js";
@@ -396,6 +397,11 @@ class App {
       onUndecide: (approvalId) => session.undecide(approvalId),
       onDismiss: (id) => session.dispatch({ type: "client_dismiss", id }),
     });
+    this.branches = new BranchControls(this.ui.conversation, {
+      onSwitch: (rowId) => session.switchBranch(rowId),
+      onEdit: (row, text) => session.edit(row.parent_id ?? null, text),
+      onRegenerate: (rowId) => session.regenerate(rowId),
+    });
     this.drawChats();
     this.ui.title.textContent = this.chats.find((c) => c.id === chatId)?.title || "Chat";
     this.ui.rename.hidden = false;
@@ -412,6 +418,7 @@ class App {
   onState(session, state) {
     if (session !== this.session) return;
     this.view.update(state);
+    this.branches.draw(state, this.view);
     // A run that ends changes the list (its chat moves to the top; a chat untitled until then has a title).
     const running = activeRun(state)?.id ?? null;
     if (this.running !== null && running === null) this.refreshChats();

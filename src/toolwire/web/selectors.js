@@ -23,7 +23,9 @@ export function conversationItems(state) {
     items.push({ key: `row:${row.id}`, kind: "row", row, summary, order: row.sequence_number, tie: 0 });
     if (summary !== null && !anyRunIds.has(row.run_id)) lastOfRun.set(row.run_id, row.sequence_number);
   }
+  const answeredAgain = retriedRuns(state);
   for (const [runId, order] of lastOfRun) {
+    if (answeredAgain.has(runId)) continue; // a failed run retried: the answer below replaces its error
     items.push({ key: `summary:${runId}`, kind: "summary", summary: state.summaries[runId], order, tie: 0.5 });
   }
   state.runs.forEach((run, i) => {
@@ -37,6 +39,18 @@ export function conversationItems(state) {
   items.sort((a, b) => (a.order === b.order ? a.tie - b.tie : a.order < b.order ? -1 : 1));
   if (state.outbox !== null) items.push({ key: `outbox:${state.outbox.client_message_id}`, kind: "outbox", outbox: state.outbox });
   return items;
+}
+
+/** Failed runs that stored only their user message, which another run then answered (a retry, branches.js). */
+function retriedRuns(state) {
+  const retried = new Set();
+  const rows = state.rows;
+  for (let i = 0; i + 1 < rows.length; i += 1) {
+    const row = rows[i];
+    if (row.kind === "user" && row.run_id !== null && rows[i + 1].run_id !== row.run_id
+        && state.summaries[row.run_id]?.status === "failed") retried.add(row.run_id);
+  }
+  return retried;
 }
 
 /** The run that is streaming now (the stop button cancels it), or null. */

@@ -13,6 +13,7 @@
 // (another tab, another device) is followed from its first event, and rows stored meanwhile are fetched.
 
 import { ApiError, readEvents } from "./api.js";
+import { continuesBranch, cutBranch, isBranch, showBranch, turnOf } from "./branches.js";
 import { emptyChat, reduce } from "./reducer.js";
 import { activeRun, lastSequence, pendingApprovals } from "./selectors.js";
 
@@ -128,9 +129,7 @@ export class ChatSession {
     const asked = this.now();
     const chat = await this.api.getChat(this.chatId);
     if (this.closed || this.following !== null) return;
-    if (known !== null && chat.updated_at !== known.updated_at) {
-      this.dispatch({ type: "client_history", ...(await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal)) });
-    }
+    if (known !== null && chat.updated_at !== known.updated_at) await this.fetchNewRows();
     this.dispatch({ type: "client_chat", chat, requested_at: asked });
     if (chat.active_run && this.following === null && activeRun(this.state) === null) {
       this.follow(() => this.api.stream(this.chatId, null, this.abort.signal)).catch(() => {});
@@ -140,14 +139,81 @@ export class ChatSession {
   /** Fetch what was stored since the last row this page has, and the chat's current state. */
   async catchUp() {
     try {
-      const history = await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal);
-      this.dispatch({ type: "client_history", ...history });
+      await this.fetchNewRows();
       const asked = this.now();
       const chat = await this.api.getChat(this.chatId);
       this.dispatch({ type: "client_chat", chat, requested_at: asked });
     } catch (error) {
       if (!this.closed) this.report(error);
     }
+  }
+
+  /**
+   * The rows stored since the last one shown. They are the active branch's: when they do not go on from the
+   * branch shown (it was switched, in another tab or by an edit), the whole active branch is drawn instead.
+   */
+  async fetchNewRows() {
+    const history = await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal);
+    if (continuesBranch(this.state.rows, history)) this.dispatch({ type: "client_history", ...history });
+    else await this.redrawBranch();
+  }
+
+  /** Draw the active branch whole, from its stored rows. */
+  async redrawBranch() {
+    this.replace(showBranch(this.state, await this.api.messages(this.chatId, null, this.abort.signal)));
+  }
+
+  /** Draw `next` as it is: a branch read whole, which no event says. */
+  replace(next) {
+    if (this.closed) return;
+    this.state = next;
+    this.onChange(next);
+  }
+
+  /** Show the branch through `messageId` (a version switcher): the server makes it the active one and answers it. */
+  async switchBranch(messageId) {
+    if (activeRun(this.state) !== null) return;
+    try {
+      this.replace(showBranch(this.state, await this.api.switchLeaf(this.chatId, messageId, this.abort.signal)));
+    } catch (error) {
+      if (!this.closed) this.report(error);
+    }
+  }
+
+  /** An edit: `text` as a new message under `parentId` (null: a new first message), beside the one it replaces. */
+  edit(parentId, text) {
+    const shown = this.state;
+    this.replace(cutBranch(this.state, parentId));
+    const clientMessageId = newId();
+    this.dispatch({ type: "client_send", client_message_id: clientMessageId, text });
+    const body = { client_message_id: clientMessageId, text, on_disconnect: "continue", parent_id: parentId ?? "root" };
+    return this.followBranch(shown, () => this.api.sendMessage(this.chatId, body, this.abort.signal));
+  }
+
+  /** A new answer to the turn of `rowId` beside the earlier one (regenerate; retry after a failed run). */
+  regenerate(rowId) {
+    const turn = turnOf(this.state.rows, rowId);
+    if (turn === null) return Promise.resolve(null);
+    const shown = this.state;
+    this.replace(cutBranch(this.state, turn.id));
+    const body = { client_message_id: newId(), on_disconnect: "continue" };
+    return this.followBranch(shown, () => this.api.regenerate(this.chatId, turn.id, body, this.abort.signal));
+  }
+
+  /** Follow a run that starts a branch, then draw the branch from its stored rows (their versions are known then). */
+  async followBranch(shown, open) {
+    const refused = await this.follow(open, { retryOpen: true });
+    if (refused !== null) { // nothing started: the branch shown before comes back
+      this.replace({ ...shown, notices: this.state.notices, noticeCount: this.state.noticeCount });
+      this.report(refused);
+      return refused;
+    }
+    try {
+      this.replace(showBranch(this.state, await this.api.messages(this.chatId, null, this.abort.signal)));
+    } catch (error) {
+      if (!this.closed) this.report(error);
+    }
+    return null;
   }
 
   /**
@@ -277,6 +343,8 @@ export class ChatSession {
       }
       if (finished) {
         this.dispatch({ type: "client_connection", status: "idle" });
+        // A run started elsewhere on another branch (an edit in another tab) drew its rows after this branch's.
+        if (!isBranch(this.state.rows)) await this.redrawBranch().catch((error) => this.closed || this.report(error));
         if (this.state.runs.at(-1)?.status === "paused") await this.catchUp();
         return null;
       }
