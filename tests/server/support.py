@@ -161,8 +161,8 @@ class GateServer:
                     if number:
                         while not script.take():  # noqa: ASYNC110 - released from the test's thread
                             await anyio.sleep(0.002)
-                    script.sent += 1  # counted before it goes out: the client may read it before `yield` returns
                     yield frame
+                    script.sent += 1
                 script.finished += 1
 
             return StreamingResponse(body(), media_type="text/event-stream")
