@@ -268,6 +268,3 @@ def queue_query(chat_id: str) -> Any:
     return select(queued_runs).where(queued_runs.c.chat_id == chat_id).order_by(*_QUEUE_ORDER)
 
 
-def interrupt_query(chat_id: str) -> Any:
-    return select(queued_runs.c.id).where(queued_runs.c.chat_id == chat_id,
-                                          queued_runs.c.strategy == "interrupt").limit(1)

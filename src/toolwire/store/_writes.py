@@ -116,13 +116,20 @@ _RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state
 """What `run_from` reads (a run's saved state can be large and stays behind)."""
 
 _NOW = bindparam("b_now", type_=UTCDateTime())
+_ID = chats.c.active_leaf_id.type
 
 # -- the statements of every run, built once -----------------------------------------------------------------
 _RECORD_STEP = (update(runs).where(runs.c.id == bindparam("b_run"), runs.c.status == "running")
                 .values(step_message=bindparam("b_message")))
+# The numbers of a round's rows, and the chat's active leaf moved to the round's last row if it was the round's
+# parent (the person looks at that branch, see _tree.py): one statement, where a second UPDATE of the same row
+# used to move the leaf.
 _TAKE_SEQUENCE = (update(chats).where(chats.c.id == bindparam("b_chat"))
-                  .values(last_sequence=chats.c.last_sequence + bindparam("b_count"), updated_at=_NOW)
+                  .values(last_sequence=chats.c.last_sequence + bindparam("b_count"), updated_at=_NOW,
+                          active_leaf_id=case((func.coalesce(chats.c.active_leaf_id, "") == bindparam("b_parent", type_=_ID),
+                                               bindparam("b_leaf", type_=_ID)), else_=chats.c.active_leaf_id))
                   .returning(*chats.c))
+_SET_LEAF = update(chats).where(chats.c.id == bindparam("b_chat")).values(active_leaf_id=bindparam("b_leaf", type_=_ID))
 _START_VALUES: dict[str, Any] = {"run_count": chats.c.run_count + 1, "last_sequence": chats.c.last_sequence + 1,
                                  "updated_at": _NOW}
 _START = update(chats).where(chats.c.id == bindparam("b_chat")).values(**_START_VALUES).returning(*chats.c)
@@ -241,13 +248,11 @@ class Writes:
             parent_id = tree.parent_for(conn, chat_id, run_id)
         ids = [new_id("msg") for _ in groups]
         if last is None:
-            row = conn.execute(_TAKE_SEQUENCE, {"b_chat": chat_id, "b_count": len(groups), "b_now": now}).first()
+            row = conn.execute(_TAKE_SEQUENCE, {"b_chat": chat_id, "b_count": len(groups), "b_now": now,
+                                                "b_parent": parent_id, "b_leaf": ids[-1]}).first()
             if row is None:
                 raise ChatNotFound(f"There is no chat {chat_id!r}; create it before adding messages.")
-            tree.follow_leaf(conn, chat_id, parent_id, ids[-1])
-            chat = chat_from(row)
-            if chat.active_leaf_id == (parent_id or None):
-                chat = dataclasses.replace(chat, active_leaf_id=ids[-1])
+            chat = chat_from(row)  # as it is now: its leaf already moved (RETURNING gives the updated row)
             last = chat.last_sequence
         first = last - len(groups) + 1
         parents = [parent_id or None, *ids[:-1]]
@@ -320,7 +325,7 @@ class Writes:
                   client_message_id=client_message_id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds,
                   leaf_id=row.id)
         self.insert_run(conn, run)
-        conn.execute(update(chats).where(chats.c.id == chat_id).values(active_leaf_id=row.id))
+        conn.execute(_SET_LEAF, {"b_chat": chat_id, "b_leaf": row.id})
         return RunStart(run=run, user_row=row, created=True), dataclasses.replace(chat, active_leaf_id=row.id)
 
     @staticmethod

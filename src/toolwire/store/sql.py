@@ -65,7 +65,6 @@ from ._queue import (
     QueuedRun,
     QueueStrategy,
     cancel_queued as _cancel_queued,
-    interrupt_query,
     promote,
     queue_query,
     queue_run,
@@ -329,6 +328,30 @@ class SQLStore:
 
         return await anyio.to_thread.run_sync(in_thread, limiter=self._read_limiter)
 
+    async def _read_many(self, read: Callable[..., _T], *args: Any, snapshot: bool = True) -> _T:
+        """`read(conn, *args)`, a read of several statements: on SQLite in one worker-thread hop on a reader
+        connection (through aiosqlite every statement, fetch, `BEGIN` and rollback was a hop of its own, and those
+        hops were most of a run start's store CPU), elsewhere on a pooled connection. With `snapshot` the statements
+        share one transaction; without, each is its own (PostgreSQL then spares the `BEGIN` and `ROLLBACK` round
+        trips), for reads whose statements cannot disagree (rows they read are never rewritten)."""
+        reader = self._sqlite_reader
+        if reader is None:
+            if not snapshot and self._read_engine is not None:
+                async with self._read_engine.connect() as conn:
+                    return await conn.run_sync(read, *args)
+            async with self._read() as conn:
+                return await conn.run_sync(read, *args)
+
+        def in_thread() -> _T:
+            with reader.connect() as conn:
+                if not snapshot:
+                    return read(conn, *args)
+                # The reader's connections skip `BEGIN` (one statement is its own snapshot); several need one.
+                with conn.execution_options(**{SINGLE_READ_OPTION: False}).begin():
+                    return read(conn, *args)
+
+        return await anyio.to_thread.run_sync(in_thread, limiter=self._read_limiter)
+
     # -- users and tokens --------------------------------------------------------------------
 
     @_shielded
@@ -489,8 +512,7 @@ class SQLStore:
 
     @_shielded
     async def chat_path(self, chat_id: str, through: str | None = None) -> ChatPath:
-        async with self._read() as conn:
-            return await conn.run_sync(tree.chat_path, chat_id, through)
+        return await self._read_many(tree.chat_path, chat_id, through)
 
     @_shielded
     async def switch_leaf(self, chat_id: str, message_id: str) -> ChatPath:
@@ -499,8 +521,9 @@ class SQLStore:
 
     @_shielded
     async def run_history(self, chat_id: str, run_id: str) -> list[Message]:
-        async with self._read() as conn:
-            rows = await conn.run_sync(tree.run_history, chat_id, run_id)
+        # No shared snapshot needed: a row's parent never changes, so the path up from the run's tip is the same
+        # whenever it is read, and the tip is the run's own (only the run writes under it).
+        rows = await self._read_many(tree.run_history, chat_id, run_id, snapshot=False)
         return [message for row in rows for message in row.messages]
 
     @_shielded
@@ -536,8 +559,7 @@ class SQLStore:
 
     @_shielded
     async def paused_run(self, chat_id: str) -> PausedRun | None:
-        async with self._read() as conn:
-            return await conn.run_sync(Writes.paused, chat_id)
+        return await self._read_many(Writes.paused, chat_id)
 
     @_shielded
     async def run_summaries(self, chat_id: str, *, after: int = 0) -> list[RunSummary]:
@@ -612,9 +634,8 @@ class SQLStore:
     @_shielded
     async def promote_queued(self, chat_id: str, *, owner: str, lease_seconds: float) -> Promoted | None:
         # Asked after every run's end: a read first, so that a chat with no queue (nearly all) costs no write.
-        async with self._read_one() as conn:
-            if (await conn.execute(queue_query(chat_id).limit(1))).first() is None:
-                return None
+        if not await self._select(_QUEUE_HEAD, {"b_chat": chat_id}):
+            return None
         promoted, _ = await self._write(partial(promote, self._writes, chat_id=chat_id, owner=owner,
                                                 lease_seconds=lease_seconds), after_commit=self._chats_put_second)
         return promoted
@@ -631,8 +652,7 @@ class SQLStore:
 
     @_shielded
     async def interrupt_waiting(self, chat_id: str) -> bool:
-        async with self._read_one() as conn:
-            return (await conn.execute(interrupt_query(chat_id))).first() is not None
+        return bool(await self._select(_INTERRUPT_WAITING, {"b_chat": chat_id}))
 
     @_shielded
     async def cancel_queued(self, chat_id: str, run_id: str) -> bool:
@@ -674,4 +694,8 @@ _USER_FOR_TOKEN = (select(users.c.id, users.c.name).join(api_tokens, api_tokens.
 _CHAT_BY_ID = select(chats).where(chats.c.id == bindparam("b_chat"))
 _RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message")]
 """What `run_from` reads (a run's saved state can be large and stays behind)."""
+# Asked at every run's start and end (`RunManager`): built once, with parameters, like the lookups above.
+_QUEUE_HEAD = select(queued_runs.c.id).where(queued_runs.c.chat_id == bindparam("b_chat")).limit(1)
+_INTERRUPT_WAITING = (select(queued_runs.c.id).where(queued_runs.c.chat_id == bindparam("b_chat"),
+                                                    queued_runs.c.strategy == "interrupt").limit(1))
 _ACTIVE_RUN = select(*_RUN_COLUMNS).where(runs.c.chat_id == bindparam("b_chat"), runs.c.status == "running")
