@@ -124,10 +124,11 @@ _RECORD_STEP = (update(runs).where(runs.c.id == bindparam("b_run"), runs.c.statu
 # The numbers of a round's rows, and the chat's active leaf moved to the round's last row if it was the round's
 # parent (the person looks at that branch, see _tree.py): one statement, where a second UPDATE of the same row
 # used to move the leaf.
+_FOLLOWED_LEAF = case((func.coalesce(chats.c.active_leaf_id, "") == bindparam("b_parent", type_=_ID),
+                       bindparam("b_leaf", type_=_ID)), else_=chats.c.active_leaf_id)
 _TAKE_SEQUENCE = (update(chats).where(chats.c.id == bindparam("b_chat"))
                   .values(last_sequence=chats.c.last_sequence + bindparam("b_count"), updated_at=_NOW,
-                          active_leaf_id=case((func.coalesce(chats.c.active_leaf_id, "") == bindparam("b_parent", type_=_ID),
-                                               bindparam("b_leaf", type_=_ID)), else_=chats.c.active_leaf_id))
+                          active_leaf_id=_FOLLOWED_LEAF)
                   .returning(*chats.c))
 _SET_LEAF = update(chats).where(chats.c.id == bindparam("b_chat")).values(active_leaf_id=bindparam("b_leaf", type_=_ID))
 _START_VALUES: dict[str, Any] = {"run_count": chats.c.run_count + 1, "last_sequence": chats.c.last_sequence + 1,
