@@ -203,7 +203,8 @@ def create_engine_for(url: URL, **kwargs: Any) -> AsyncEngine:
 def create_sqlite_writer(url: URL, **kwargs: Any) -> Engine:
     """The synchronous engine of a SQLite store's writer: one `sqlite3` connection, used by one thread at a time
     (the writer's batches never overlap), so a whole batch is one hop to a worker thread (see `_writer.py`)."""
-    engine = create_engine(url.set(drivername="sqlite"), pool_size=1, max_overflow=0,
+    # No rollback when a connection goes back to the pool: a batch always ends its transaction (`run_batch`).
+    engine = create_engine(url.set(drivername="sqlite"), pool_size=1, max_overflow=0, pool_reset_on_return=None,
                            connect_args={"timeout": 30, "check_same_thread": False},
                            execution_options={WRITE_OPTION: True}, **kwargs)
     _set_up_sqlite(engine)
@@ -219,8 +220,10 @@ def create_sqlite_reader(url: URL, **kwargs: Any) -> Engine:
     runs the statement and fetches its rows there (through aiosqlite, every execute, fetch, pool check-in and
     rollback was a hop of its own). At most `SQLITE_READERS` run at once (the store's limiter), so a read waits
     for a thread, never for a pool timeout."""
+    # No rollback when a connection goes back to the pool: a one-statement read opens no transaction, and a read
+    # of several ends its own (`SQLStore._read_many`).
     engine = create_engine(url.set(drivername="sqlite"), pool_size=SQLITE_READERS, max_overflow=0,
-                           connect_args={"timeout": 30, "check_same_thread": False},
+                           pool_reset_on_return=None, connect_args={"timeout": 30, "check_same_thread": False},
                            execution_options={SINGLE_READ_OPTION: True}, **kwargs)
     _set_up_sqlite(engine)
     return engine
