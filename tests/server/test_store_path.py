@@ -1,0 +1,94 @@
+"""What a chat costs the store, over HTTP on both databases (issue 22).
+
+A whole chat (a text, a tool call, its result, the final answer) on the in-process server of
+`test_streaming_path` (uvicorn on loopback, the fake provider behind `httpx.MockTransport`), with the store's
+statements noted:
+- each appended round takes its sequence numbers and moves the chat's active leaf in one `UPDATE chats` (two
+  before), and the active leaf still follows the run (the messages route shows the whole answer);
+- on SQLite nothing of the run goes through aiosqlite: its history, the queue checks at its start and end are
+  each one hop to a reader thread (through aiosqlite each statement, fetch, `BEGIN` and rollback was a hop).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from tests.server.support import read_events
+from tests.server.test_streaming_path import serving
+from toolwire.store import SQLStore
+
+pytestmark = pytest.mark.anyio
+
+
+class CountingStore(SQLStore):
+    """The real store; it notes the statements of its writer, of its reader threads and of its aiosqlite pool."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.writes: list[str] = []
+        self.pooled: list[str] = []
+
+    async def open(self) -> None:
+        await super().open()
+        event.listen(self.write_engine, "before_cursor_execute",
+                     lambda conn, cursor, statement, *rest: self.writes.append(statement))
+        if self.write_engine is not self.engine.sync_engine:  # SQLite: the aiosqlite pool is apart from the writer
+            event.listen(self.engine.sync_engine, "before_cursor_execute",
+                         lambda conn, cursor, statement, *rest: self.pooled.append(statement))
+
+
+async def test_a_chat_moves_the_active_leaf_with_its_numbers_and_reads_in_one_hop(db_url: str,
+                                                                                 tmp_path: Path) -> None:
+    store = CountingStore(db_url)
+    async with serving(store, tmp_path) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        store.writes.clear()
+        store.pooled.clear()
+        async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                 json={"client_message_id": "1", "text": "go"}) as response:
+            events = [e async for e in read_events(response)]
+        assert events[-1].type == "run_finished" and events[-1].data["status"] == "completed"
+        [started] = [e.data for e in events if e.type == "run_started"]
+        saved = [e.data["row"] for e in events if e.type == "message_saved"]
+        pooled_during_the_chat = list(store.pooled)
+        rows = (await client.get(f"/api/chats/{chat}/messages")).json()["messages"]
+
+    # The chat shows the run's whole branch: the leaf followed every round, each round under the one before.
+    assert [row["id"] for row in rows] == [started["user_message"]["id"], *[row["id"] for row in saved]]
+    assert [row["parent_id"] for row in rows[1:]] == [row["id"] for row in rows[:-1]]
+    inserts = [s for s in store.writes if s.startswith("INSERT INTO messages")]
+    chat_updates = [s for s in store.writes if s.startswith("UPDATE chats")]
+    # The run's start: its numbers and its leaf (two); then one per round (two before: the numbers, then the leaf).
+    assert len(saved) == 2 and len(inserts) == 1 + len(saved)
+    assert len(chat_updates) == 2 + len(saved), chat_updates
+    if db_url.startswith("sqlite"):
+        assert pooled_during_the_chat == [], pooled_during_the_chat
+
+
+async def test_reads_of_several_statements_do_not_wait_for_the_aiosqlite_pool(tmp_path: Path) -> None:
+    # The pool of one connection with a short timeout stands for a pool that every request is using at once: a
+    # read through it would time out (and fail the run with `store_unavailable`).
+    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}",
+                     engine_options={"pool_size": 1, "max_overflow": 0, "pool_timeout": 0.2})
+    async with store:
+        from toolwire.messages import Message
+
+        user = await store.ensure_user("alice")
+        chat = await store.create_chat(user.id, "a chat")
+        start = await store.start_run(chat.id, user_message=Message.user("hello"), client_message_id="c-1",
+                                      owner="proc", lease_seconds=30)
+        await store.append_messages(chat.id, [Message.assistant("hi")], run_id=start.run.id)
+        found: dict[str, Any] = {}
+        async with store.engine.connect():  # the pool's one connection, held throughout
+            found["history"] = [m.text for m in await store.run_history(chat.id, start.run.id)]
+            found["path"] = [row.id for row in (await store.chat_path(chat.id)).rows]
+            found["paused"] = await store.paused_run(chat.id)
+            found["interrupt"] = await store.interrupt_waiting(chat.id)
+            found["promoted"] = await store.promote_queued(chat.id, owner="proc", lease_seconds=30)
+    assert found["history"] == ["hello", "hi"]
+    assert len(found["path"]) == 2
+    assert found["paused"] is None and found["interrupt"] is False and found["promoted"] is None
