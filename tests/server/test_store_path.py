@@ -92,3 +92,29 @@ async def test_reads_of_several_statements_do_not_wait_for_the_aiosqlite_pool(tm
     assert found["history"] == ["hello", "hi"]
     assert len(found["path"]) == 2
     assert found["paused"] is None and found["interrupt"] is False and found["promoted"] is None
+
+
+async def test_a_failed_read_leaves_no_transaction_open_on_a_reader_connection(tmp_path: Path) -> None:
+    # Reader connections go back to their pool without the pool's rollback: a read that fails half-way must still end
+    # its transaction, or the connection would serve the snapshot of that moment to every later read.
+    from sqlalchemy import text
+
+    from toolwire.messages import Message
+
+    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}")
+    async with store:
+        user = await store.ensure_user("alice")
+        chat = await store.create_chat(user.id, "a chat")
+        await store.append_messages(chat.id, [Message.user("one")])
+
+        def failing(conn: Any) -> None:
+            conn.execute(text("SELECT count(*) FROM messages")).scalar()
+            raise LookupError("the read failed half-way")
+
+        for _ in range(8):  # more reads than reader connections: each of them fails once
+            with pytest.raises(LookupError):
+                await store._read_many(failing)
+        await store.append_messages(chat.id, [Message.assistant("two")])
+        for _ in range(8):  # every reader connection sees the write committed after its failed read
+            assert [row.messages[0].text for row in (await store.chat_path(chat.id)).rows] == ["one", "two"]
+            assert len(await store.list_messages(chat.id)) == 2
