@@ -127,8 +127,8 @@ def with_previous_leaf(statement: Update) -> Update:
     """`statement`, an UPDATE of the chat `b_chat` that moves its active leaf, also returning the leaf as it was
     (`previous_leaf`), for PostgreSQL: read by a `SELECT ... FOR UPDATE` that takes the row's lock first. A
     subquery in RETURNING would read the statement's snapshot, which is older than the row it updates when it
-    had to wait for the lock (another writer's leaf could be missed). SQLite has one writer: there the leaf is
-    read before the UPDATE, in the same transaction."""
+    had to wait for the lock (another writer's leaf could be missed). SQLite's write transactions hold the write
+    lock from their start (`BEGIN IMMEDIATE`, `_engine.py`): there the leaf is read before the UPDATE."""
     locked = (select(chats.c.id, chats.c.active_leaf_id.label("previous_leaf"))
               .where(chats.c.id == bindparam("b_chat")).with_for_update().cte("locked"))
     return statement.where(chats.c.id == locked.c.id).returning(locked.c.previous_leaf)

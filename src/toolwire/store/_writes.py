@@ -159,7 +159,8 @@ class Writes:
         self._record_result = calls.on_conflict_do_update(index_elements=["run_id", "call_id"],
                                                           set_={"result_json": calls.excluded.result_json})
         # A run start moves the active leaf to its message: PostgreSQL reads the leaf it had under the lock its
-        # UPDATE takes (`tree.with_previous_leaf`), SQLite (one writer) reads it before, with the checks.
+        # UPDATE takes (`tree.with_previous_leaf`); SQLite, whose write transactions hold the lock from BEGIN
+        # IMMEDIATE, reads it before, with the checks.
         self._locks_start = dialect != "sqlite"
         self._start, self._start_titled = ((tree.with_previous_leaf(_START), tree.with_previous_leaf(_START_TITLED))
                                            if self._locks_start else (_START, _START_TITLED))
