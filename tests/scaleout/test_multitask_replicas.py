@@ -7,7 +7,6 @@ and one Redis, with the gate server as their model and tools.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import anyio
 import httpx
@@ -15,37 +14,23 @@ import pytest
 
 from tests.scaleout.test_replicas import Replica
 from tests.server.support import Api, Event, GateServer, calls, read_events, text, until
-from tests.server.test_multitask import assert_valid_history, user_texts
+from tests.server.test_multitask import assert_valid_history, send_events, start_tool_run, user_texts
 
 pytestmark = pytest.mark.anyio
 
 
-async def send_events(api: Api, chat: str, text_: str, **extra: Any) -> tuple[httpx.Headers, list[Event]]:
-    async with api.send(chat, text_, **extra) as response:
-        assert response.status_code == 200, (await response.aread()).decode()
-        return response.headers, [e async for e in read_events(response)]
-
-
 async def test_enqueue_on_b_behind_a_run_on_a(replica: Replica, gate: GateServer) -> None:
     a, b = replica(), replica()
-    gate.script("on-a", calls(("gated", {"label": "far-enq"})), text("A's answer."))
     gate.script("on-b", text("B's queued answer."))
     async with a.api() as on_a, b.api() as on_b, anyio.create_task_group() as tg:
-        chat = await on_a.new_chat()
-        first: list[Event] = []
-
-        async def run_on_a() -> None:
-            first.extend(await on_a.run(chat, "[[on-a]] go"))
-
-        tg.start_soon(run_on_a)
-        await until(lambda: "wait:far-enq" in gate.events)
+        chat, first_events, first_ended = await start_tool_run(on_a, gate, tg, "on-a", "far-enq", "A's answer.")
         async with on_b.send(chat, "[[on-b]] queued", multitask_strategy="enqueue") as response:
             assert response.status_code == 200 and response.headers["x-run-state"] == "queued"
             queued_id = response.headers["x-run-id"]
             gate.release_tool("far-enq")
             events = [e async for e in read_events(response)]
-        await until(lambda: bool(first) and first[-1].type == "run_finished")
-        assert first[-1].data["status"] == "completed"
+        await first_ended.wait()
+        assert first_events()[-1].data["status"] == "completed"
         assert events[0].type == "run_queued"
         assert events[1].type == "run_started" and events[1].data["run_id"] == queued_id
         assert events[1].data["run_number"] == 2 and events[-1].data["status"] == "completed"
@@ -114,26 +99,16 @@ async def test_two_messages_at_once_on_two_replicas_get_one_order(replica: Repli
 
 async def test_a_queue_behind_a_dead_replica_is_started_by_another(replica: Replica, gate: GateServer) -> None:
     a, b = replica(), replica()
-    gate.script("dies", calls(("gated", {"label": "dies-never"})))
     gate.script("goes-on", text("Answered by the replica that lived."))
     async with a.api() as on_a, b.api() as on_b, anyio.create_task_group() as tg:
-        chat = await on_a.new_chat()
-
-        async def run_on_a() -> None:
-            try:
-                await on_a.run(chat, "[[dies]] go")
-            except httpx.HTTPError:
-                pass  # its replica is killed
-
-        tg.start_soon(run_on_a)
-        await until(lambda: "wait:dies-never" in gate.events)
+        chat, _, _ = await start_tool_run(on_a, gate, tg, "dies", "dies-never")  # its replica is killed
         async with on_b.send(chat, "[[goes-on]] next", multitask_strategy="enqueue") as response:
             assert response.headers["x-run-state"] == "queued"
             a.kill()
             events = [e async for e in read_events(response)]
         assert events[1].type == "run_started" and events[-1].data["status"] == "completed"
         rows = await on_b.rows(chat)
-        assert user_texts(rows) == ["[[dies]] go", "[[goes-on]] next"]
+        assert user_texts(rows) == ["[[dies]] start", "[[goes-on]] next"]
         assert rows[1]["messages"][1]["parts"][0]["result"] == {"error": "interrupted"}
         assert_valid_history(rows)
 

@@ -3,9 +3,13 @@ leaf, regenerations, the migration of linear chats, and writers on two branches 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import anyio
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from toolwire.messages import Message
 from toolwire.store import (
@@ -94,6 +98,50 @@ async def test_switching_branches_goes_to_the_newest_leaf_and_writes_follow_only
     regenerated = await store.chat_path(chat_id, row.id)
     assert texts(regenerated.rows) == ["one", "re: one", "two b", "re: two b (again)"]
     assert regenerated.siblings[row.id] == [a2b, row.id]
+
+
+@contextmanager
+def written(store: SQLStore) -> Iterator[list[str]]:
+    """The statements the writer runs meanwhile (the transaction's BEGIN and COMMIT are the writer's own)."""
+    statements: list[str] = []
+
+    def on_statement(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        kind = statement.split(None, 1)[0].upper()
+        if kind == "WITH":  # PostgreSQL's run start: a locking CTE, then the UPDATE
+            kind = "UPDATE" if "\n UPDATE " in statement else kind
+        if kind not in ("BEGIN", "COMMIT"):
+            statements.append(kind)
+
+    event.listen(store.write_engine, "before_cursor_execute", on_statement)
+    try:
+        yield statements
+    finally:
+        event.remove(store.write_engine, "before_cursor_execute", on_statement)
+
+
+async def test_the_tree_costs_a_run_no_statements_of_its_own(store: SQLStore) -> None:
+    """A run's round is the numbers (which find the run's tip and move the active leaf) and the rows; a run start
+    is the numbers, the checks, the message and the run (which moves the active leaf)."""
+    chat_id = await new_chat(store)
+    u1, a1 = await turn(store, chat_id, "one")
+    _, a1b = await turn(store, chat_id, "one, edited", parent_id="")
+    with written(store) as statements:
+        start = await store.start_run(chat_id, user_message=Message.user("two"), client_message_id="c-2",
+                                      owner="proc", lease_seconds=30)
+    assert sorted(statements) == ["INSERT", "INSERT", "SELECT", "UPDATE"]  # SQLite checks first, PostgreSQL locks
+    assert start.user_row.parent_id == a1b
+    assert (await store.chat_path(chat_id)).leaf_id == start.user_row.id
+    with written(store) as statements:
+        [first] = await store.append_messages(chat_id, [Message.assistant("a round")], run_id=start.run.id)
+        [second] = await store.append_messages(chat_id, [Message.assistant("two's answer")], run_id=start.run.id)
+    assert statements == ["UPDATE", "INSERT"] * 2
+    assert (first.parent_id, second.parent_id) == (start.user_row.id, first.id)
+    assert (await store.chat_path(chat_id)).leaf_id == second.id
+    # Switched away meanwhile: the run's rows still go under its tip, the active leaf stays where it was put.
+    await store.switch_leaf(chat_id, u1)
+    [third] = await store.append_messages(chat_id, [Message.assistant("more")], run_id=start.run.id)
+    assert third.parent_id == second.id
+    assert (await store.chat_path(chat_id)).leaf_id == a1
 
 
 async def test_the_model_sees_exactly_the_path_to_the_row_it_answers(store: SQLStore) -> None:

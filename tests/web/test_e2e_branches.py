@@ -1,7 +1,8 @@
 """End to end: branches in the page (Chromium, the real `toolwire serve`, the gate's scripted model).
 
 Editing a sent message, the version switchers ("1 / 2"), regenerating the last answer, a reload on a branch that is
-not the newest, retrying a failed run, and axe on a page with switchers and the editor open.
+not the newest, retrying a failed run, a run on another branch followed in a second tab, and axe on a page with
+switchers and the editor open.
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.server.support import GateServer, ServerProcess, text
+from tests.server.support import TOKENS, GateServer, ServerProcess, calls, text
 from toolwire.testing.fake import FakeStreamError, FakeText, FakeTurn
 
 from .axe import assert_accessible
-from .e2e import Open, api, open_chat
+from .e2e import Open, api, finish_response, open_chat, release_frame, wait
 from .pages import WebPage
 
 # The first axe run may install axe-core (npm ci of web-build/).
@@ -173,3 +174,48 @@ def test_a_refused_edit_gives_the_text_back_in_the_editor(served: ServerProcess,
     expect(page.page.locator(".notices")).to_contain_text("This chat does not exist, or it is not yours.")
     expect(page.page.get_by_role("textbox", name="Edited message")).to_have_value("An edit that cannot be stored")
     expect(page.page.locator(".user-message .bubble")).to_have_text("[[kept]] The question")
+
+
+def test_a_run_on_another_branch_counts_there_and_is_drawn_live_once_switched_to(served: ServerProcess,
+                                                                                  gate: GateServer, web: Open) -> None:
+    script = gate.script("tabs", text("The first answer."),
+                         calls(("gated", {"label": "tabs-round"}), preamble="Looking again."),
+                         text("The second answer, drawn live.", chunks=4), gated=True)
+    chat_id, first = open_chat(served, web, "Two tabs")
+    first.send("[[tabs]] A question")
+    finish_response(script, 1)
+    conversation = first.page.locator("#conversation")
+    answered(first, 1)
+
+    # A second tab of the same person regenerates the answer: a run on a branch the first tab does not show.
+    second = web(served.url + "/", token=TOKENS["alice"], chat=chat_id)
+    expect(second.page.locator("#conversation")).to_contain_text("The first answer.")
+    second.page.get_by_role("button", name="Regenerate answer").click()
+    finish_response(script, 2)
+    wait(lambda: "wait:tabs-round" in gate.events, "the tool to start")
+    expect(second.page.locator("#conversation")).to_contain_text("Looking again.")
+    # The first tab follows the chat's run (its Stop button) but draws none of it into the branch it shows.
+    expect(first.page.locator("#stop")).to_be_visible(timeout=15_000)
+    expect(conversation).to_contain_text("The first answer.")
+    expect(conversation).not_to_contain_text("Looking again.")
+
+    gate.release_tool("tabs-round")  # the round is stored: a second version of the answer
+    position = first.page.locator(".stored .version-position")
+    expect(position).to_have_attribute("aria-label", "Version 1 of 2", timeout=15_000)
+    expect(conversation).not_to_contain_text("Looking again.")
+    expect(first.page.locator(".user-message")).to_have_count(1)
+
+    # Switching to it while it runs draws it, and its answer arrives live.
+    first.page.get_by_role("button", name="Next version").click()
+    expect(conversation).to_contain_text("Looking again.")
+    expect(conversation).not_to_contain_text("The first answer.")
+    release_frame(script)
+    release_frame(script)
+    expect(conversation).to_contain_text("The s")  # the first words
+    expect(conversation).not_to_contain_text("drawn live.")
+    finish_response(script, 3)
+    expect(conversation).to_contain_text("The second answer, drawn live.")
+    expect(first.page.locator("#stop")).to_be_hidden()
+    expect(position).to_have_attribute("aria-label", "Version 2 of 2")
+    expect(conversation).not_to_contain_text("The first answer.")
+    assert branch(served, chat_id) == ["[[tabs]] A question", "Looking again.", "The second answer, drawn live."]

@@ -331,16 +331,37 @@ async def vercel_history(request: Request) -> Response:
     if chat is None:
         return _json({"messages": []})
     rows = (await server.store.chat_path(chat.id)).rows  # the branch the chat shows
-    return _json({"messages": ui_history(rows, await server.store.paused_run(chat.id))})
+    paused = await server.store.paused_run(chat.id)
+    return _json({"messages": ui_history(rows, paused, await _turn_ids(server.store, chat.id, rows, paused))})
 
 
-def ui_history(rows: list[MessageRow], paused: PausedRun | None) -> list[dict[str, Any]]:
+async def _turn_ids(store: Store, chat_id: str, rows: list[MessageRow], paused: PausedRun | None) -> dict[str, str]:
+    """The UI message id of each answer's turn, by the id of a run that wrote it: the oldest run of its chain
+    (`_turn`), as the stream named it. Only runs that no user message started are looked up (regenerated
+    answers, resumed runs): a run a user message started begins its own turn."""
+    started = {row.run_id for row in rows if row.kind == "user"}
+    writers = {row.run_id for row in rows if row.kind != "user" and row.run_id is not None}
+    if paused is not None:
+        writers.add(paused.run.id)
+    ids: dict[str, str] = {}
+    for run_id in writers - started:
+        run = paused.run if paused is not None and paused.run.id == run_id else await store.get_run(chat_id, run_id)
+        if run is not None:
+            ids[run_id] = (await _turn(store, chat_id, run))[-1].id
+    return ids
+
+
+def ui_history(rows: list[MessageRow], paused: PausedRun | None,
+               turn_ids: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Stored rows as UI messages: each user message, then one assistant message per turn (its steps in order).
 
     Ids are the ones the stream uses: a user message keeps the id the client gave it, and a turn's
-    message is the id of the run its user message started. A round paused for approval is the turn's
-    last step, its waiting calls in the `approval-requested` state.
+    message is the id of the run that started it: the run its user message started, or, for an answer
+    regenerated under that message, the regenerating run (`turn_ids` maps the id of a run that wrote an
+    answer to its turn's, where they differ). A round paused for approval is the turn's last step, its
+    waiting calls in the `approval-requested` state.
     """
+    turn_ids = turn_ids or {}
     out: list[dict[str, Any]] = []
     turn: dict[str, Any] | None = None
     turn_id: str | None = None
@@ -353,13 +374,14 @@ def ui_history(rows: list[MessageRow], paused: PausedRun | None) -> list[dict[st
             turn, turn_id = None, row.run_id or row.id
         elif row.kind in ("assistant", "tools_aggregate"):
             if turn is None:
-                turn = {"id": turn_id or row.id, "role": "assistant", "parts": []}
+                writer = row.run_id or ""
+                turn = {"id": turn_ids.get(writer) or turn_id or row.id, "role": "assistant", "parts": []}
                 out.append(turn)
             turn["parts"] += ui_step_parts(messages[0], messages[1]["parts"] if len(messages) > 1 else [], key=row.id)
     if paused is not None:
         view = paused_view(paused)
         if turn is None:
-            turn = {"id": turn_id or paused.run.id, "role": "assistant", "parts": []}
+            turn = {"id": turn_ids.get(paused.run.id) or turn_id or paused.run.id, "role": "assistant", "parts": []}
             out.append(turn)
         approvals = {a["call"]["id"]: a["approval_id"] for a in view["approvals"]}
         turn["parts"] += ui_step_parts(view["message"], view["results"], key=paused.run.id, approvals=approvals)

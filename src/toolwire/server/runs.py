@@ -28,16 +28,28 @@ What another process would have to share (several replicas) is behind interfaces
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, TypeVar
 
 import anyio
 import anyio.abc
 
 from .. import telemetry
 from ..messages import FilePart, Message, TextPart
-from ..store import Chat, Decision, MessageRow, Recovered, Run, Store, StoreError, StoreUnavailable, User, new_id
+from ..store import (
+    Chat,
+    Decision,
+    MessageRow,
+    Recovered,
+    Run,
+    RunStart,
+    Store,
+    StoreError,
+    StoreUnavailable,
+    User,
+    new_id,
+)
 from ..store._queue import QueuedRun, RunQueue
 from ..store.blobs import Files
 from .approvals import resume_arguments, resumed_view
@@ -54,6 +66,8 @@ MultitaskStrategy: TypeAlias = Literal["reject", "enqueue", "interrupt", "rollba
 """What a message sent while the chat's run is going does (LangGraph's names; docs/guides/double-texting.md)."""
 
 MULTITASK_STRATEGIES: tuple[MultitaskStrategy, ...] = ("reject", "enqueue", "interrupt", "rollback")
+
+Stored = TypeVar("Stored")
 
 logger = logging.getLogger("toolwire.server")
 
@@ -260,6 +274,23 @@ class RunManager:
                 raise ApiError(429, "rate_limited", f"Too many {what} for this user right now; try again in "
                                                     f"{seconds} s.", headers={"Retry-After": str(seconds)})
 
+    async def _stored(self, user: User, write: Callable[[], Awaitable[Stored]]) -> Stored:
+        """`write` (the store call that starts or queues a run) once the user is admitted; its refusals as API
+        errors."""
+        await self._admit(user)
+        try:
+            return await write()
+        except StoreError as exc:
+            raise store_error(exc) from None
+
+    async def _launched(self, user: User, start: RunStart, *, new_row: bool = True) -> RunHandle:
+        """The handle of a run the store started, launched here if this request started it (`new_row`: its user
+        message was stored with it, and is published)."""
+        if start.created:
+            with anyio.CancelScope(shield=True):  # stored as running: it must be launched, whatever the request does
+                await self._launch(user, start.run, user_row=start.user_row if new_row else None)
+        return RunHandle(run=start.run, created=start.created)
+
     async def send_message(self, user: User, chat: Chat, text: str, client_message_id: str, *,
                            title: str | None = None, files: Sequence[FilePart] = (),
                            parent_id: str | None = None, strategy: MultitaskStrategy | None = None) -> RunHandle:
@@ -275,17 +306,10 @@ class RunManager:
         message = Message(role="user", parts=[TextPart(text=text), *files]) if files else Message.user(text)
         if strategy in ("enqueue", "interrupt") and parent_id is None:
             return await self._send_queued(user, chat, message, client_message_id, title=title, strategy=strategy)
-        await self._admit(user)
-        try:
-            start = await self.store.start_run(chat.id, user_message=message,
-                                               client_message_id=client_message_id, owner=self.owner,
-                                               lease_seconds=self.lease_seconds, title=title, parent_id=parent_id)
-        except StoreError as exc:
-            raise store_error(exc) from None
-        if start.created:
-            with anyio.CancelScope(shield=True):  # stored as running: it must be launched, whatever the request does
-                await self._launch(user, start.run, user_row=start.user_row)
-        return RunHandle(run=start.run, created=start.created)
+        start = await self._stored(user, lambda: self.store.start_run(
+            chat.id, user_message=message, client_message_id=client_message_id, owner=self.owner,
+            lease_seconds=self.lease_seconds, title=title, parent_id=parent_id))
+        return await self._launched(user, start)
 
     async def _send_rollback(self, user: User, chat: Chat, text: str, client_message_id: str, *, title: str | None,
                              files: Sequence[FilePart]) -> RunHandle:
@@ -332,18 +356,12 @@ class RunManager:
         if self.queue is None:
             raise ApiError(422, "unsupported", f"The {strategy} strategy needs a store that keeps queued messages "
                                                "(SQLStore does; this server's store does not). Send with reject.")
-        await self._admit(user)
-        try:
-            queued = await self.queue.queue_run(chat.id, user_message=message,
-                                                client_message_id=client_message_id, owner=self.owner,
-                                                lease_seconds=self.lease_seconds, title=title, strategy=strategy)
-        except StoreError as exc:
-            raise store_error(exc) from None
+        queue = self.queue
+        queued = await self._stored(user, lambda: queue.queue_run(
+            chat.id, user_message=message, client_message_id=client_message_id, owner=self.owner,
+            lease_seconds=self.lease_seconds, title=title, strategy=strategy))
         if queued.start is not None:
-            if queued.start.created:
-                with anyio.CancelScope(shield=True):
-                    await self._launch(user, queued.start.run, user_row=queued.start.user_row)
-            return RunHandle(run=queued.start.run, created=queued.start.created)
+            return await self._launched(user, queued.start)
         assert queued.queued is not None
         ahead = queued.ahead
         if strategy == "interrupt" and ahead is not None and ahead.status == "running":
@@ -381,12 +399,8 @@ class RunManager:
 
     async def decide(self, user: User, chat: Chat, decisions: Sequence[Decision]) -> RunHandle:
         """Decide the paused run's approvals and start the run that resumes it."""
-        await self._admit(user)
-        try:
-            resumption = await self.store.resume_run(chat.id, decisions, owner=self.owner,
-                                                     lease_seconds=self.lease_seconds)
-        except StoreError as exc:
-            raise store_error(exc) from None
+        resumption = await self._stored(user, lambda: self.store.resume_run(
+            chat.id, decisions, owner=self.owner, lease_seconds=self.lease_seconds))
         with anyio.CancelScope(shield=True):
             await self._launch(user, resumption.run, user_row=None,
                                resume=resume_arguments(resumption.paused, resumption.decisions),
@@ -505,13 +519,7 @@ class RunManager:
     async def regenerate(self, user: User, chat: Chat, message_id: str, client_message_id: str | None) -> RunHandle:
         """Start a run answering again the user message of `message_id`'s turn (regenerate an answer, or retry
         after a failed run): the new answer is a sibling of the earlier one and nothing is stored twice."""
-        await self._admit(user)
-        try:
-            start = await self.store.start_answer(chat.id, message_id, client_message_id=client_message_id,
-                                                  owner=self.owner, lease_seconds=self.lease_seconds)
-        except StoreError as exc:
-            raise store_error(exc) from None
-        if start.created:
-            with anyio.CancelScope(shield=True):
-                await self._launch(user, start.run, user_row=None)
-        return RunHandle(run=start.run, created=start.created)
+        start = await self._stored(user, lambda: self.store.start_answer(
+            chat.id, message_id, client_message_id=client_message_id, owner=self.owner,
+            lease_seconds=self.lease_seconds))
+        return await self._launched(user, start, new_row=False)

@@ -29,26 +29,39 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select, text, union_all, update
+from sqlalchemy import Connection, Row, Update, bindparam, case, func, select, text, union_all, update
 
 from ._protocol import ChatNotFound, IdempotencyConflict, InvalidParent, MessageNotFound
 from ._records import ACTIVE_STATUSES, ChatPath, MessageRow, Run, RunStart, new_id
-from ._schema import chats, messages, runs
+from ._schema import UTCDateTime, chats, messages, runs
 
 __all__ = ["ROOT", "chat_path", "checked_parent", "follow_leaf", "leaf_under", "parent_for", "path_rows",
-           "run_history", "start_answer", "switch_leaf", "turn_user_row"]
+           "run_history", "start_answer", "switch_leaf", "take_under_run", "turn_user_row", "with_previous_leaf"]
 
 ROOT = ""
 """A parent id meaning "no parent": the row starts a new first message of the chat (an edit of the first one)."""
 
 # -- statements ------------------------------------------------------------------------------------------------
 
+_RUN_LAST_ROW = (select(messages.c.id)
+                 .where(messages.c.chat_id == bindparam("b_chat"), messages.c.run_id == bindparam("b_run"))
+                 .order_by(messages.c.sequence_number.desc()).limit(1).scalar_subquery())
+_RUN_LEAF = select(runs.c.leaf_id).where(runs.c.id == bindparam("b_run")).scalar_subquery()
+_RUN_TIP = func.coalesce(_RUN_LAST_ROW, _RUN_LEAF)
 _PARENT_FOR = select(func.coalesce(
-    select(messages.c.id).where(messages.c.chat_id == bindparam("b_chat"), messages.c.run_id == bindparam("b_run"))
-    .order_by(messages.c.sequence_number.desc()).limit(1).scalar_subquery(),
-    select(runs.c.leaf_id).where(runs.c.id == bindparam("b_run")).scalar_subquery(),
-    select(chats.c.active_leaf_id).where(chats.c.id == bindparam("b_chat")).scalar_subquery(),
+    _RUN_LAST_ROW, _RUN_LEAF, select(chats.c.active_leaf_id).where(chats.c.id == bindparam("b_chat")).scalar_subquery(),
 ))
+
+# A run's round, in the statement that takes its sequence numbers (and locks the chat's row on PostgreSQL): the
+# run's tip is returned (the rows' parent) and the active leaf follows to the round's last row if it was the tip.
+# Neither subquery reads `chats`, so what they see does not depend on when the lock was granted; a run without
+# a tip (none of its rows, no `leaf_id`) leaves the leaf alone and returns NULL (the caller does it the long way).
+_TAKE_UNDER_RUN = (update(chats).where(chats.c.id == bindparam("b_chat"))
+                   .values(last_sequence=chats.c.last_sequence + bindparam("b_count"),
+                           updated_at=bindparam("b_now", type_=UTCDateTime()),
+                           active_leaf_id=case((func.coalesce(chats.c.active_leaf_id, "") == _RUN_TIP,
+                                                bindparam("b_leaf")), else_=chats.c.active_leaf_id))
+                   .returning(*chats.c, _RUN_TIP.label("run_tip")))
 
 _FOLLOW_LEAF = (update(chats).where(chats.c.id == bindparam("b_chat"),
                                     func.coalesce(chats.c.active_leaf_id, "") == bindparam("b_parent"))
@@ -108,6 +121,25 @@ def parent_for(conn: Connection, chat_id: str, run_id: str | None) -> str:
     """The row new rows go under (`ROOT` in an empty chat): the run's tip, or the chat's active leaf."""
     found = conn.execute(_PARENT_FOR, {"b_chat": chat_id, "b_run": run_id}).scalar()
     return found or ROOT
+
+
+def with_previous_leaf(statement: Update) -> Update:
+    """`statement`, an UPDATE of the chat `b_chat` that moves its active leaf, also returning the leaf as it was
+    (`previous_leaf`), for PostgreSQL: read by a `SELECT ... FOR UPDATE` that takes the row's lock first. A
+    subquery in RETURNING would read the statement's snapshot, which is older than the row it updates when it
+    had to wait for the lock (another writer's leaf could be missed). SQLite's write transactions hold the write
+    lock from their start (`BEGIN IMMEDIATE`, `_engine.py`): there the leaf is read before the UPDATE."""
+    locked = (select(chats.c.id, chats.c.active_leaf_id.label("previous_leaf"))
+              .where(chats.c.id == bindparam("b_chat")).with_for_update().cte("locked"))
+    return statement.where(chats.c.id == locked.c.id).returning(locked.c.previous_leaf)
+
+
+def take_under_run(conn: Connection, chat_id: str, run_id: str, count: int, now: Any, leaf_id: str) -> Row[Any] | None:
+    """Take `count` sequence numbers for a round of `run_id` ending at `leaf_id`, moving the active leaf there if it
+    was the run's tip: the chat's row as it is now, with the tip as `run_tip` (`None`: the run has none, nothing
+    moved). `None` when there is no such chat."""
+    return conn.execute(_TAKE_UNDER_RUN, {"b_chat": chat_id, "b_run": run_id, "b_count": count, "b_now": now,
+                                          "b_leaf": leaf_id}).first()
 
 
 def follow_leaf(conn: Connection, chat_id: str, parent_id: str, leaf_id: str) -> None:

@@ -130,9 +130,8 @@ _TAKE_SEQUENCE = (update(chats).where(chats.c.id == bindparam("b_chat"))
                   .values(last_sequence=chats.c.last_sequence + bindparam("b_count"), updated_at=_NOW,
                           active_leaf_id=_FOLLOWED_LEAF)
                   .returning(*chats.c))
-_SET_LEAF = update(chats).where(chats.c.id == bindparam("b_chat")).values(active_leaf_id=bindparam("b_leaf", type_=_ID))
 _START_VALUES: dict[str, Any] = {"run_count": chats.c.run_count + 1, "last_sequence": chats.c.last_sequence + 1,
-                                 "updated_at": _NOW}
+                                 "updated_at": _NOW, "active_leaf_id": bindparam("b_leaf")}  # the new user message
 _START = update(chats).where(chats.c.id == bindparam("b_chat")).values(**_START_VALUES).returning(*chats.c)
 _START_TITLED = (update(chats).where(chats.c.id == bindparam("b_chat"))
                  .values(**_START_VALUES, title=case((chats.c.title == "", bindparam("b_title")), else_=chats.c.title))
@@ -142,7 +141,8 @@ _START_FOUND = select(
                                 messages.c.client_message_id == bindparam("b_client"))
     .scalar_subquery().label("earlier"),
     select(runs.c.id).where(runs.c.chat_id == bindparam("b_chat"), runs.c.status.in_(ACTIVE_STATUSES)).limit(1)
-    .scalar_subquery().label("active"))
+    .scalar_subquery().label("active"),
+    select(chats.c.active_leaf_id).where(chats.c.id == bindparam("b_chat")).scalar_subquery().label("leaf"))
 _INSERT_RUN = insert(runs)
 _INSERT_MESSAGE = insert(messages)
 _CLOSE_RUN = (update(runs).where(runs.c.id == bindparam("b_run"), runs.c.status == "running").values(
@@ -165,6 +165,12 @@ class Writes:
         self._record_call = calls.on_conflict_do_nothing(index_elements=["run_id", "call_id"])
         self._record_result = calls.on_conflict_do_update(index_elements=["run_id", "call_id"],
                                                           set_={"result_json": calls.excluded.result_json})
+        # A run start moves the active leaf to its message: PostgreSQL reads the leaf it had under the lock its
+        # UPDATE takes (`tree.with_previous_leaf`); SQLite, whose write transactions hold the lock from BEGIN
+        # IMMEDIATE, reads it before, with the checks.
+        self._locks_start = dialect != "sqlite"
+        self._start, self._start_titled = ((tree.with_previous_leaf(_START), tree.with_previous_leaf(_START_TITLED))
+                                           if self._locks_start else (_START, _START_TITLED))
 
     # -- users and tokens --------------------------------------------------------------------
 
@@ -234,7 +240,8 @@ class Writes:
     @staticmethod
     def insert_rows(conn: Connection, chat_id: str, groups: Sequence[tuple[MessageKind, list[Message]]], *,
                     run_id: str | None, client_message_id: str | None = None,
-                    last: int | None = None, parent_id: str | None = None) -> tuple[list[MessageRow], Chat | None]:
+                    last: int | None = None, parent_id: str | None = None,
+                    ids: list[str] | None = None) -> tuple[list[MessageRow], Chat | None]:
         """Insert message rows in one statement; `last`: the chat's last sequence number, when the caller has
         already taken the numbers (with the chat's row locked), else taken here. Returns the rows and, when the
         numbers were taken here, the chat as it is now.
@@ -245,15 +252,27 @@ class Writes:
             return [], None
         now = utc_now()
         chat: Chat | None = None
+        ids = ids or [new_id("msg") for _ in groups]
+        row: Row[Any] | None = None
+        if parent_id is None and last is None and run_id is not None:
+            # A run's round: its parent and the leaf's move come with the numbers (one statement, not three).
+            row = tree.take_under_run(conn, chat_id, run_id, len(groups), now, ids[-1])
+            parent_id = row.run_tip if row is not None else None
         if parent_id is None:
             parent_id = tree.parent_for(conn, chat_id, run_id)
-        ids = [new_id("msg") for _ in groups]
         if last is None:
-            row = conn.execute(_TAKE_SEQUENCE, {"b_chat": chat_id, "b_count": len(groups), "b_now": now,
-                                                "b_parent": parent_id, "b_leaf": ids[-1]}).first()
-            if row is None:
-                raise ChatNotFound(f"There is no chat {chat_id!r}; create it before adding messages.")
-            chat = chat_from(row)  # as it is now: its leaf already moved (RETURNING gives the updated row)
+            if row is None:  # not a run's round: the numbers and the leaf's move in one statement
+                row = conn.execute(_TAKE_SEQUENCE, {"b_chat": chat_id, "b_count": len(groups), "b_now": now,
+                                                    "b_parent": parent_id, "b_leaf": ids[-1]}).first()
+                if row is None:
+                    raise ChatNotFound(f"There is no chat {chat_id!r}; create it before adding messages.")
+                chat = chat_from(row)  # as it is now: its leaf already moved (RETURNING gives the updated row)
+            else:
+                chat = chat_from(row)
+                if row.run_tip is None:  # numbers taken under a run without a tip yet: the leaf follows here
+                    tree.follow_leaf(conn, chat_id, parent_id, ids[-1])
+                    if chat.active_leaf_id == (parent_id or None):
+                        chat = dataclasses.replace(chat, active_leaf_id=ids[-1])
             last = chat.last_sequence
         first = last - len(groups) + 1
         parents = [parent_id or None, *ids[:-1]]
@@ -291,15 +310,19 @@ class Writes:
     def start_run(self, conn: Connection, chat_id: str, user_message: Message, client_message_id: str, owner: str,
                   lease_seconds: float, title: str | None, parent_id: str | None = None) -> tuple[RunStart, Chat]:
         # Four statements: the numbers, the checks, the run and the message (the batch's BEGIN and COMMIT are shared).
-        # The run number and the user message's sequence number in one statement, which also locks the chat's row
-        # (PostgreSQL) until commit: run starts and decisions on one chat happen one after another.
-        params: dict[str, Any] = {"b_chat": chat_id, "b_now": utc_now()}
+        # The run number, the user message's sequence number and the active leaf in one statement, which also locks
+        # the chat's row (PostgreSQL) until commit: run starts and decisions on one chat happen one after another.
+        row_id = new_id("msg")
+        params: dict[str, Any] = {"b_chat": chat_id, "b_now": utc_now(), "b_leaf": row_id}
         if title:
             params["b_title"] = title
-        taken = conn.execute(_START_TITLED if title else _START, params).first()
+        checks = {"b_chat": chat_id, "b_client": client_message_id}
+        found = None if self._locks_start else conn.execute(_START_FOUND, checks).one()
+        taken = conn.execute(self._start_titled if title else self._start, params).first()
         if taken is None:
             raise ChatNotFound(f"There is no chat {chat_id!r}.")
-        found = conn.execute(_START_FOUND, {"b_chat": chat_id, "b_client": client_message_id}).one()
+        if found is None:
+            found = conn.execute(_START_FOUND, checks).one()
         if found.earlier is not None:
             row = message_row_from(conn.execute(select(messages).where(messages.c.id == found.earlier)).one())
             if row.messages[0].text != user_message.text:
@@ -314,20 +337,20 @@ class Writes:
             assert active is not None
             raise run_conflict(active)  # rolls the numbers (and the title) back
         chat = chat_from(taken)
-        # Under the given row (an edit branches there), else after the active leaf; it becomes the active leaf.
+        # Under the given row (an edit branches there), else after the leaf that was active; it is the active leaf.
         if parent_id is None:
-            parent_id = chat.active_leaf_id or tree.ROOT
+            parent_id = (taken.previous_leaf if self._locks_start else found.leaf) or tree.ROOT
         else:
             tree.checked_parent(conn, chat_id, parent_id)
         run_id = new_id("run")
         [row], _ = self.insert_rows(conn, chat_id, [("user", [user_message])], run_id=run_id,
-                                    client_message_id=client_message_id, last=chat.last_sequence, parent_id=parent_id)
+                                    client_message_id=client_message_id, last=chat.last_sequence, parent_id=parent_id,
+                                    ids=[row_id])
         run = Run(id=run_id, chat_id=chat_id, run_number=chat.run_count, status="running",
                   client_message_id=client_message_id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds,
                   leaf_id=row.id)
         self.insert_run(conn, run)
-        conn.execute(_SET_LEAF, {"b_chat": chat_id, "b_leaf": row.id})
-        return RunStart(run=run, user_row=row, created=True), dataclasses.replace(chat, active_leaf_id=row.id)
+        return RunStart(run=run, user_row=row, created=True), chat
 
     @staticmethod
     def insert_run(conn: Connection, run: Run, *, step_message: str | None = None) -> None:

@@ -6,6 +6,11 @@
 // (PUT leaf, a message with `parent_id`, regenerate), and the page then draws the branch the server answers
 // from its stored rows: the server's active leaf is the branch a reload shows.
 //
+// The page follows every run of the chat, whatever its branch: a run that goes on from another branch (a
+// regenerate in another tab, or the shown branch switched while it runs) is followed but not drawn
+// (`run.elsewhere`); its rows only add to the versions ("‹ 1 / 3 ›") of the shown rows they are siblings of, and
+// switching to its branch draws it live.
+//
 // The functions on the state are pure (unit-tested in tests/web/js/branches.test.mjs); `BranchControls` puts
 // the buttons on the drawn conversation after each draw, and asks its owner (app.js) to act.
 
@@ -31,7 +36,49 @@ export function showBranch(state, branch) {
   const summaries = { ...state.summaries };
   for (const summary of branch.runs ?? []) if (summary && typeof summary.run_id === "string") summaries[summary.run_id] = summary;
   const keep = busy(state);
-  return { ...state, rows, summaries, runs: keep ? state.runs : [], where: keep ? state.where : {} };
+  const runs = keep ? state.runs.map((run) => placed(run, rows)) : [];
+  return { ...state, rows, summaries, runs, where: keep ? state.where : {} };
+}
+
+/** `run`, marked as going on from the branch `rows` or elsewhere. */
+function placed(run, rows) {
+  const shown = run.rowIds.some((id) => rows.some((row) => row.id === id))
+    || extendsShown(rows, run.id, run.leafId ?? null, run.userRow ?? null);
+  return shown === !run.elsewhere ? run : { ...run, elsewhere: !shown };
+}
+
+/**
+ * Whether a run that extends the row `leafId` (run_started's `leaf_id`; `userRow`: the message it stored, if any)
+ * goes on from the branch shown in `rows`: the row it extends is shown, and every shown row after it is the run's
+ * own. Yes when the server names no leaf (a server without branches).
+ */
+export function extendsShown(rows, runId, leafId, userRow = null) {
+  if (leafId === null || leafId === undefined) return true;
+  let anchor = leafId;
+  if (!rows.some((row) => row.id === leafId)) {
+    if (userRow === null || userRow.id !== leafId) return false; // it extends a row of another branch
+    anchor = userRow.parent_id ?? null; // a new message: it goes on from its parent
+  }
+  const start = anchor === null ? 0 : rows.findIndex((row) => row.id === anchor) + 1;
+  if (anchor !== null && start === 0) return false;
+  return rows.slice(start).every((row) => row.run_id === runId);
+}
+
+/** `rows` with `row`, stored on a branch not shown, counted among the versions of the shown row beside it. */
+export function withSibling(rows, row) {
+  if (!("parent_id" in row)) return rows;
+  const parent = row.parent_id ?? null;
+  const at = rows.findIndex((shown) => (shown.parent_id ?? null) === parent);
+  if (at < 0 || rows[at].id === row.id) return rows;
+  const siblings = Array.isArray(rows[at].sibling_ids) ? rows[at].sibling_ids : [rows[at].id];
+  if (siblings.includes(row.id)) return rows;
+  return replaceRow(rows, at, { ...rows[at], sibling_ids: [...siblings, row.id] });
+}
+
+function replaceRow(rows, index, row) {
+  const copy = rows.slice();
+  copy[index] = row;
+  return copy;
 }
 
 /** The state shown while a new branch starts under `parentId` (null: a new first message): the rows up to it. */
@@ -51,7 +98,7 @@ export function continuesBranch(rows, history) {
   return !("leaf_id" in history) || history.leaf_id === last;
 }
 
-/** Whether `rows` are one branch: each row under the one before it (a run followed on another branch is not). */
+/** Whether `rows` are one branch: each row under the one before it. */
 export function isBranch(rows) {
   return rows.every((row, i) => !("parent_id" in row) || row.parent_id === (i === 0 ? null : rows[i - 1].id));
 }
@@ -112,15 +159,17 @@ export class BranchControls {
   draw(state, view) {
     this.state = state;
     this.view = view;
-    const locked = busy(state) || state.outbox !== null;
+    // Editing waits for the run going (the server would refuse it); switching waits only for a message being sent.
+    const sending = state.outbox !== null;
+    const locked = busy(state) || sending;
     for (const row of state.rows) {
       const node = this.nodeOf(row);
-      if (node !== null) this.decorate(node, row, locked);
+      if (node !== null) this.decorate(node, row, locked, sending);
     }
     for (const run of state.runs) {
       if (run.userRow) {
         const node = view.itemNodes.get(`run:${run.id}`)?.node.querySelector(".run-user .user-message") ?? null;
-        if (node !== null) this.decorate(node, run.userRow, locked);
+        if (node !== null) this.decorate(node, run.userRow, locked, sending);
       }
     }
     const end = lastTurnAction(state);
@@ -140,10 +189,10 @@ export class BranchControls {
     return this.view.itemNodes.get(`row:${row.id}`)?.node ?? null;
   }
 
-  decorate(node, row, locked) {
+  decorate(node, row, locked, sending) {
     const version = versionOf(row);
     const user = row.kind === "user";
-    const key = `${row.sibling_ids?.join(",")}|${locked}|${this.editing === row.id}`;
+    const key = `${row.sibling_ids?.join(",")}|${locked}|${sending}|${this.editing === row.id}`;
     if (node.dataset.branchKey === key) return;
     node.dataset.branchKey = key;
     node.dataset.rowId = row.id;
@@ -160,8 +209,8 @@ export class BranchControls {
       nav.setAttribute("aria-label", user ? "Versions of this message" : "Versions of this answer");
       const previous = button("Previous version", "version-previous", () => this.actions.onSwitch(version.previous), "‹");
       const next = button("Next version", "version-next", () => this.actions.onSwitch(version.next), "›");
-      previous.disabled = locked || version.previous === null;
-      next.disabled = locked || version.next === null;
+      previous.disabled = sending || version.previous === null;
+      next.disabled = sending || version.next === null;
       const position = document.createElement("span");
       position.className = "version-position";
       position.dataset.label = `${version.index} / ${version.count}`;

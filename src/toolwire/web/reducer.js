@@ -18,6 +18,8 @@
 // - An event whose cursor is not after the last one applied is ignored, so a replayed stream never
 //   duplicates text or cards.
 
+import { extendsShown, withSibling } from "./branches.js";
+
 export const CardStatus = Object.freeze({
   STREAMING: "streaming", // arguments arriving
   PENDING: "pending", // complete, not started yet
@@ -118,6 +120,9 @@ function newRun(fields) {
     status: fields.status ?? "running",
     userRow: fields.userRow ?? null,
     rowIds: fields.rowIds ?? [],
+    leafId: fields.leafId ?? null, // the row it goes on from (run_started's leaf_id)
+    elsewhere: fields.elsewhere ?? false, // it goes on from a branch not shown: followed, not drawn (branches.js)
+    asRows: false, // finished, and drawn from its stored rows (one of them got versions meanwhile)
     steps: fields.steps ?? [],
     usage: null,
     stepsCount: null,
@@ -512,6 +517,19 @@ function decideCard(state, approvalId, decision) {
   return state;
 }
 
+/**
+ * `row`, stored by a run on another branch, counted among the versions of the shown row beside it. A finished run
+ * that drew that row is drawn from its stored rows from then on (`asRows`), which carry the version switchers.
+ */
+function countVersion(state, row) {
+  const rows = withSibling(state.rows, row);
+  if (rows === state.rows) return state;
+  const changed = rows.find((shown, i) => shown !== state.rows[i]);
+  const runs = state.runs.map((run) => (run.elsewhere || run.asRows || run.status === "running" || run.status === "paused"
+    || !(run.rowIds.includes(changed.id) || run.id === changed.run_id) ? run : { ...run, asRows: true }));
+  return { ...state, rows, runs };
+}
+
 function claimRow(run, row) {
   if (run.rowIds.includes(row.id)) return run;
   return { ...run, rowIds: [...run.rowIds, row.id] };
@@ -538,14 +556,16 @@ const HANDLERS = {
   run_started(state, event, at) {
     let [next, runIndex] = ensureRun(state, event.run_id, at);
     const userRow = event.user_message ?? null;
+    const leafId = event.leaf_id ?? null;
+    const elsewhere = !extendsShown(state.rows, event.run_id, leafId, userRow);
     next = updateRun(next, runIndex, (run) => {
       let updated = { ...run, number: event.run_number ?? run.number, resumed: Boolean(event.resumed),
-        status: "running", startedAt: run.startedAt ?? at };
+        status: "running", startedAt: run.startedAt ?? at, leafId, elsewhere };
       if (userRow !== null) updated = claimRow({ ...updated, userRow }, userRow);
       return updated;
     });
-    if (userRow !== null) next = { ...next, rows: addRow(next.rows, userRow) };
-    return { ...next, outbox: null };
+    if (userRow !== null) next = elsewhere ? countVersion(next, userRow) : { ...next, rows: addRow(next.rows, userRow) };
+    return elsewhere ? next : { ...next, outbox: null };
   },
 
   step_started: onModelEvent((state) => state),
@@ -648,7 +668,7 @@ const HANDLERS = {
   message_saved(state, event, at) {
     const row = event.row;
     let [next, runIndex] = ensureRun(state, event.run_id, at);
-    next = { ...next, rows: addRow(next.rows, row) };
+    next = next.runs[runIndex].elsewhere ? countVersion(next, row) : { ...next, rows: addRow(next.rows, row) };
     if (row.kind === "user") {
       return updateRun(next, runIndex, (run) => claimRow(run.userRow === null ? { ...run, userRow: row } : run, row));
     }

@@ -5,15 +5,18 @@ import { CardStatus } from "./reducer.js";
 
 /**
  * What the conversation shows, in order: stored rows (those not drawn by a run this page follows),
- * each stored run's ending after its last row (its RunSummary: usage, errors), the runs, then the
+ * each stored run's ending after its last row (its RunSummary: usage, errors), the runs of the shown branch, then the
  * message being sent. Each item: {key, kind: "row" | "summary" | "run" | "outbox", ...}; a row item
  * carries its run's summary too (its decisions mark denied calls).
  */
 export function conversationItems(state) {
   const shownByRuns = new Set();
-  const runIds = new Set(state.runs.filter((r) => !r.partial).map((r) => r.id));
-  const anyRunIds = new Set(state.runs.map((r) => r.id));
-  for (const run of state.runs) for (const id of run.rowIds) shownByRuns.add(id);
+  // A run on another branch is followed but not drawn (its rows only count as versions); one drawn from its rows
+  // (`asRows`) is not drawn either.
+  const drawn = state.runs.filter((run) => !run.elsewhere && !run.asRows);
+  const runIds = new Set(drawn.filter((r) => !r.partial).map((r) => r.id));
+  const anyRunIds = new Set(drawn.map((r) => r.id));
+  for (const run of drawn) for (const id of run.rowIds) shownByRuns.add(id);
   const seqOf = new Map(state.rows.map((r) => [r.id, r.sequence_number]));
   const items = [];
   const lastOfRun = new Map();
@@ -29,6 +32,7 @@ export function conversationItems(state) {
     items.push({ key: `summary:${runId}`, kind: "summary", summary: state.summaries[runId], order, tie: 0.5 });
   }
   state.runs.forEach((run, i) => {
+    if (run.elsewhere || run.asRows) return;
     let order = Number.POSITIVE_INFINITY;
     for (const id of run.rowIds) {
       const seq = seqOf.get(id);

@@ -38,6 +38,7 @@ export class ChatSession {
     this.state = emptyChat(chatId);
     this.abort = new AbortController();
     this.following = null; // the promise of the stream being followed
+    this.redrawAfterRun = false; // the branch was switched while a run went on
     this.wake = null; // resolves a pending reconnect pause early
     this.idleCheckMs = idleCheckMs;
     this.idleWake = null; // ends the idle pause early (the page became visible again)
@@ -129,7 +130,9 @@ export class ChatSession {
     const asked = this.now();
     const chat = await this.api.getChat(this.chatId);
     if (this.closed || this.following !== null) return;
-    if (known !== null && chat.updated_at !== known.updated_at) await this.fetchNewRows();
+    // While a run goes, the branch shown stays (a run on another branch is followed, not drawn): the page draws
+    // the chat's active branch once the chat is idle again.
+    if (known !== null && chat.updated_at !== known.updated_at) await this.fetchNewRows({ redraw: !chat.active_run });
     this.dispatch({ type: "client_chat", chat, requested_at: asked });
     if (chat.active_run && this.following === null && activeRun(this.state) === null) {
       this.follow(() => this.api.stream(this.chatId, null, this.abort.signal)).catch(() => {});
@@ -150,12 +153,13 @@ export class ChatSession {
 
   /**
    * The rows stored since the last one shown. They are the active branch's: when they do not go on from the
-   * branch shown (it was switched, in another tab or by an edit), the whole active branch is drawn instead.
+   * branch shown (it was switched, in another tab or by an edit), the whole active branch is drawn instead
+   * (unless `redraw` is false).
    */
-  async fetchNewRows() {
+  async fetchNewRows({ redraw = true } = {}) {
     const history = await this.api.messages(this.chatId, lastSequence(this.state), this.abort.signal);
     if (continuesBranch(this.state.rows, history)) this.dispatch({ type: "client_history", ...history });
-    else await this.redrawBranch();
+    else if (redraw) await this.redrawBranch();
   }
 
   /** Draw the active branch whole, from its stored rows. */
@@ -170,11 +174,16 @@ export class ChatSession {
     this.onChange(next);
   }
 
-  /** Show the branch through `messageId` (a version switcher): the server makes it the active one and answers it. */
+  /**
+   * Show the branch through `messageId` (a version switcher): the server makes it the active one and answers it.
+   * A run going on keeps being followed: drawn live if it goes on from the branch now shown, else not drawn.
+   */
   async switchBranch(messageId) {
-    if (activeRun(this.state) !== null) return;
+    const running = activeRun(this.state) !== null;
     try {
       this.replace(showBranch(this.state, await this.api.switchLeaf(this.chatId, messageId, this.abort.signal)));
+      // The rows of a run drawn live carry no switchers: once it ends, the branch is drawn from its stored rows.
+      if (running) this.redrawAfterRun = true;
     } catch (error) {
       if (!this.closed) this.report(error);
     }
@@ -343,8 +352,10 @@ export class ChatSession {
       }
       if (finished) {
         this.dispatch({ type: "client_connection", status: "idle" });
-        // A run started elsewhere on another branch (an edit in another tab) drew its rows after this branch's.
-        if (!isBranch(this.state.rows)) await this.redrawBranch().catch((error) => this.closed || this.report(error));
+        if (this.redrawAfterRun || !isBranch(this.state.rows)) {
+          this.redrawAfterRun = false;
+          await this.redrawBranch().catch((error) => this.closed || this.report(error));
+        }
         if (this.state.runs.at(-1)?.status === "paused") await this.catchUp();
         return null;
       }

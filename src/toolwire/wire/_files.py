@@ -21,7 +21,8 @@ import base64
 import binascii
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from ..exceptions import UserError
 from ..messages import FilePart
@@ -42,10 +43,14 @@ __all__ = [
     "not_accepted",
     "parse_text_block",
     "resolved",
+    "result_file_blocks",
     "result_files_intro",
     "text_block",
     "text_of",
 ]
+
+
+Block = TypeVar("Block")
 
 
 def label(part: FilePart) -> str:
@@ -158,6 +163,25 @@ def parse_text_block(text: str) -> FilePart | None:
         return None
     name, media_type, body = match.groups()
     return FilePart(media_type=media_type, name=name, data=base64.b64encode(body.encode()).decode())
+
+
+def result_file_blocks(files: Sequence[FilePart], provider: str, map_file: Callable[[FilePart], Block],
+                       accepts: Callable[[FilePart], bool] | None = None) -> tuple[list[Block], list[FilePart]]:
+    """A tool result's files as `provider`'s blocks (`map_file` of each, `resolved` first), and the files left out,
+    for a note (`files_note`): those `accepts` refuses and those `map_file` raises `UserError` for. A user's file
+    that cannot go fails its request; a tool's must not end the run."""
+    blocks: list[Block] = []
+    skipped: list[FilePart] = []
+    for file in files:
+        file = resolved(file, provider)
+        if accepts is not None and not accepts(file):
+            skipped.append(file)
+            continue
+        try:
+            blocks.append(map_file(file))
+        except UserError:
+            skipped.append(file)
+    return blocks, skipped
 
 
 def result_files_intro(call_id: str, name: str, files: Sequence[FilePart]) -> str:

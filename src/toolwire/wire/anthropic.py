@@ -64,7 +64,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
-from ._files import files_note, is_image, is_pdf, is_text, no_url, not_accepted, resolved, text_of
+from ._files import files_note, is_image, is_pdf, is_text, no_url, not_accepted, resolved, result_file_blocks, text_of
 from ._values import count, deep, need_dict, need_str, opt_str, wrong
 
 __all__ = [
@@ -617,14 +617,8 @@ class Protocol(WireProtocol):
         text = _result_content(part)
         if not part.files:
             return text
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-        skipped: list[FilePart] = []
-        for file in part.files:
-            file = resolved(file, self.who())
-            try:
-                blocks.append(self.map_file(file))
-            except UserError:
-                skipped.append(file)
+        files, skipped = result_file_blocks(part.files, self.who(), self.map_file)
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}, *files] if text else files
         if skipped:
             blocks.append({"type": "text", "text": files_note(skipped, self.who())})
         return blocks

@@ -48,7 +48,6 @@ import orjson
 from .._accumulate import Accumulator, ToolCallBuilder
 from .._sse import MAX_EVENT_BYTES, EventTooLarge, SSEDecoder
 from ..events import FinishReason, Usage
-from ..exceptions import UserError
 from ..messages import (
     FilePart,
     InvalidToolCallPart,
@@ -61,7 +60,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import StreamParser, WireProtocol, sse_prefix
-from ._files import files_note, is_image, is_pdf, not_accepted, resolved
+from ._files import files_note, is_image, is_pdf, not_accepted, resolved, result_file_blocks
 from ._gemini_arguments import StreamedArguments
 from ._values import count, need_dict, need_list, need_str, opt_str, wrong
 
@@ -686,21 +685,17 @@ class Protocol(WireProtocol):
         the response's `files_not_shown`."""
         who = self.who()
         alongside = self.option("tool_result_files", "parts") == "alongside"
-        blobs: list[dict[str, Any]] = []
-        skipped: list[FilePart] = []
-        for file in result.files:
-            file = resolved(file, who)
-            if not alongside and not (is_image(file) or is_pdf(file) or file.media_type == "text/plain"):
-                skipped.append(file)
-                continue
-            try:
-                blob = self.map_file(file)
-            except UserError:
-                skipped.append(file)
-                continue
+
+        def mapped(file: FilePart) -> dict[str, Any]:
+            blob = self.map_file(file)
             if not alongside and file.name:
                 next(iter(blob.values()))["displayName"] = file.name
-            blobs.append(blob)
+            return blob
+
+        def in_parts(file: FilePart) -> bool:  # what a functionResponse's `parts` take
+            return is_image(file) or is_pdf(file) or file.media_type == "text/plain"
+
+        blobs, skipped = result_file_blocks(result.files, who, mapped, accepts=None if alongside else in_parts)
         if skipped:
             response["response"] = {**response["response"], "files_not_shown": files_note(skipped, who)}
         if alongside:

@@ -40,7 +40,7 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import JSONLinesParser, StreamParser, WireProtocol
-from ._files import files_note, is_image, is_text, no_url, not_accepted, resolved, text_block
+from ._files import files_note, is_image, is_text, no_url, not_accepted, resolved, result_file_blocks, text_block
 from ._values import count, need_dict, need_list, need_str, opt_str
 
 __all__ = ["OllamaParser", "Protocol", "map_finish_reason"]
@@ -231,14 +231,8 @@ class Protocol(WireProtocol):
     def add_result_files(self, entry: dict[str, Any], files: Sequence[FilePart]) -> None:
         """A result's images go on its `tool` message (Ollama reads `images` on any message); other files,
         and images given only by URL, are named in a note."""
-        images: list[str] = []
-        skipped: list[FilePart] = []
-        for file in files:
-            file = resolved(file, self.who())
-            if is_image(file) and file.data is not None:
-                images.append(file.data)
-            else:
-                skipped.append(file)
+        images, skipped = result_file_blocks(files, self.who(), lambda file: str(file.data),
+                                             accepts=lambda file: is_image(file) and file.data is not None)
         if images:
             entry["images"] = images
         if skipped:

@@ -44,7 +44,6 @@ import orjson
 
 from .._accumulate import Accumulator, ToolCallBuilder
 from ..events import FinishReason, Usage
-from ..exceptions import UserError
 from ..messages import (
     FilePart,
     InvalidToolCallPart,
@@ -66,6 +65,7 @@ from ._files import (
     no_url,
     not_accepted,
     resolved,
+    result_file_blocks,
     result_files_intro,
     text_block,
 )
@@ -426,17 +426,14 @@ class Protocol(WireProtocol):
     def map_result_files(self, part: ToolResultPart) -> tuple[list[dict[str, Any]], list[FilePart]]:
         """A result's files as user-message blocks (opened by a line naming the call), and the files this API
         cannot take, which the tool message names instead."""
-        blocks: list[dict[str, Any]] = []
         sent: list[FilePart] = []
-        skipped: list[FilePart] = []
-        for file in part.files:
-            file = resolved(file, self.who())
-            try:
-                blocks.append(self.map_file(file))
-            except UserError:
-                skipped.append(file)
-            else:
-                sent.append(file)
+
+        def mapped(file: FilePart) -> dict[str, Any]:
+            block = self.map_file(file)
+            sent.append(file)
+            return block
+
+        blocks, skipped = result_file_blocks(part.files, self.who(), mapped)
         if blocks:
             intro = result_files_intro(self.map_call_id(part.call_id), part.name, sent)
             blocks.insert(0, {"type": "text", "text": intro})

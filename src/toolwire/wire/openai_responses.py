@@ -46,7 +46,6 @@ import orjson
 
 from .._accumulate import Accumulator, ThinkingBlock, ToolCallBuilder
 from ..events import FinishReason, Usage
-from ..exceptions import UserError
 from ..messages import (
     FilePart,
     InvalidToolCallPart,
@@ -60,7 +59,17 @@ from ..messages import (
 from ..settings import ModelSettings, merge_extra
 from ..tools import ToolDefinition
 from ._base import SSEParser, StreamParser, WireProtocol
-from ._files import data_url, files_note, is_image, is_pdf, is_text, not_accepted, resolved, text_block
+from ._files import (
+    data_url,
+    files_note,
+    is_image,
+    is_pdf,
+    is_text,
+    not_accepted,
+    resolved,
+    result_file_blocks,
+    text_block,
+)
 from ._values import count, deep, need_dict, need_str, opt_str, wrong
 from .openai_chat import result_content, shorten_call_id
 
@@ -712,14 +721,8 @@ class Protocol(WireProtocol):
         text = result_content(part)
         if not part.files:
             return text
-        output: list[dict[str, Any]] = [{"type": "input_text", "text": text}]
-        skipped: list[FilePart] = []
-        for file in part.files:
-            file = resolved(file, self.who())
-            try:
-                output.append(self.map_file(file))
-            except UserError:
-                skipped.append(file)
+        files, skipped = result_file_blocks(part.files, self.who(), self.map_file)
+        output: list[dict[str, Any]] = [{"type": "input_text", "text": text}, *files]
         if skipped:
             output.append({"type": "input_text", "text": files_note(skipped, self.who())})
         return output

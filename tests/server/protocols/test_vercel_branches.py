@@ -61,3 +61,27 @@ def test_editing_an_earlier_message_branches_there(node: NodeClients, server: Se
     clean(state)
     assert said(state) == ["[[fresh]] one, edited", "Fresh."]
     assert shown(gate) == ["[[fresh]] one, edited"]
+
+
+def test_history_names_a_regenerated_answer_as_its_stream_did(node: NodeClients, server: ServerProcess,
+                                                             gate: GateServer) -> None:
+    gate.script("one", text("First."), text("First, again."), text("First, a third time."))
+    chat = new_chat(node, server)
+    node.call("send", name=chat, text="[[one]] one")
+    state = node.call("regenerate", name=chat)
+    clean(state)
+    streamed = [m["id"] for m in state["messages"]]
+    assert said(state) == ["[[one]] one", "First, again."]
+    history = node.call("history", url=server.url, token=TOKENS["alice"], chatId=f"ui-{chat}")
+    assert history["invalid"] is None
+    assert said(history) == ["[[one]] one", "First, again."]
+    assert [m["id"] for m in history["messages"]] == streamed  # the new answer by the new run's id
+    # A page reloaded from that history regenerates the same answer again, by its id.
+    reloaded = new_chat(node, server, chatId=f"ui-{chat}", messages=history["messages"])
+    state = node.call("regenerate", name=reloaded, messageId=streamed[1])
+    clean(state)
+    assert said(state) == ["[[one]] one", "First, a third time."]
+    assert shown(gate) == ["[[one]] one"]
+    history = node.call("history", url=server.url, token=TOKENS["alice"], chatId=f"ui-{chat}")
+    assert [m["id"] for m in history["messages"]] == [m["id"] for m in state["messages"]]
+    assert history["messages"][1]["id"] not in streamed

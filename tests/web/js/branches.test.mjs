@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { continuesBranch, cutBranch, isBranch, lastTurnAction, showBranch, turnOf, versionOf } from "../../../src/toolwire/web/branches.js";
-import { emptyChat } from "../../../src/toolwire/web/reducer.js";
+import { continuesBranch, cutBranch, extendsShown, isBranch, lastTurnAction, showBranch, turnOf, versionOf, withSibling }
+  from "../../../src/toolwire/web/branches.js";
+import { emptyChat, reduceAll } from "../../../src/toolwire/web/reducer.js";
 import { conversationItems } from "../../../src/toolwire/web/selectors.js";
 
 function row(id, sequence, parent, kind = "assistant", extra = {}) {
@@ -30,7 +31,7 @@ test("showBranch replaces the rows shown: no row of the other branch stays", () 
 
 test("showBranch keeps a run still going", () => {
   const runs = [{ id: "r", status: "running", rowIds: [] }];
-  assert.equal(showBranch({ ...emptyChat("c"), runs }, { messages: [] }).runs, runs);
+  assert.deepEqual(showBranch({ ...emptyChat("c"), runs }, { messages: [] }).runs, runs);
 });
 
 test("cutBranch keeps the rows up to the parent of the new branch", () => {
@@ -83,4 +84,59 @@ test("isBranch tells one branch from rows of two", () => {
   assert.equal(isBranch([]), true);
   assert.equal(isBranch([question, answer, edited]), false);
   assert.equal(isBranch([{ id: "x", sequence_number: 1 }, { id: "y", sequence_number: 2 }]), true); // no parents said
+});
+
+test("extendsShown tells a run going on from the shown branch from one on another branch", () => {
+  const rows = [question, answer]; // q (a user row stored by run_q... here run_id null), a by run_a
+  // A new message under the last row shown (this tab, or another tab on the same branch).
+  assert.equal(extendsShown(rows, "run_n", "n", { id: "n", parent_id: "a" }), true);
+  // The page opened while the run goes: its rows after the row it extends are its own.
+  assert.equal(extendsShown(rows, "run_a", "q"), true);
+  // A regenerate of the last answer elsewhere: it extends q, but a (another run's) is shown after q.
+  assert.equal(extendsShown(rows, "run_r", "q"), false);
+  // An edit elsewhere (a new first message), and a run extending a row this page does not show.
+  assert.equal(extendsShown(rows, "run_e", "e", { id: "e", parent_id: null }), false);
+  assert.equal(extendsShown(rows, "run_x", "elsewhere"), false);
+  // A new first message on an empty branch (the page's own edit of the first message), and a server without leaves.
+  assert.equal(extendsShown([], "run_e", "e", { id: "e", parent_id: null }), true);
+  assert.equal(extendsShown(rows, "run_old", null), true);
+});
+
+test("withSibling counts a row of another branch among the versions of the shown row beside it", () => {
+  const rows = [question, answer];
+  const again = row("a2", 5, "q");
+  assert.deepEqual(withSibling(rows, again).map((r) => r.sibling_ids), [["q"], ["a", "a2"]]);
+  assert.equal(withSibling(withSibling(rows, again), again)[1].sibling_ids.length, 2);
+  assert.equal(withSibling(rows, row("deeper", 6, "a2")), rows); // under a row not shown: nothing to count
+});
+
+test("a run on another branch is followed without drawing its rows, and drawn live once its branch is shown", () => {
+  // The answer shown was drawn by this page's own run, now finished.
+  const own = { id: "run_a", status: "completed", rowIds: ["q", "a"], steps: [], elsewhere: false, asRows: false };
+  const shown = { ...emptyChat("c"), rows: [question, answer], runs: [own] };
+  assert.deepEqual(conversationItems(shown).map((item) => item.kind), ["run"]);
+  const again = row("a2", 4, "q", "tools_aggregate", { run_id: "run_r", messages: [{ role: "assistant", parts: [] },
+    { role: "tool", parts: [] }] });
+  let state = reduceAll(shown, [
+    { type: "run_started", run_id: "run_r", run_number: 3, leaf_id: "q" }, // a regenerate in another tab
+    { type: "step_started", run_id: "run_r", step: 0 },
+    { type: "text_delta", run_id: "run_r", step: 0, text: "Another" },
+    { type: "message_saved", run_id: "run_r", step: 0, row: again },
+    { type: "step_started", run_id: "run_r", step: 1 },
+    { type: "text_delta", run_id: "run_r", step: 1, text: "still going" },
+  ]);
+  assert.deepEqual(state.rows.map((r) => r.id), ["q", "a"]);
+  assert.deepEqual(state.rows[1].sibling_ids, ["a", "a2"]); // "‹ 1 / 2 ›" on the answer shown
+  assert.equal(state.runs[1].elsewhere, true);
+  // The rows are drawn from the store from then on, with their switchers; the other branch's run is not drawn.
+  assert.equal(state.runs[0].asRows, true);
+  assert.deepEqual(conversationItems(state).map((item) => item.kind), ["row", "row"]);
+  // Switched to the run's branch (PUT leaf answers its stored rows): the run is drawn, live, in place of its rows.
+  state = showBranch(state, { leaf_id: "a2", messages: [{ ...question, sibling_ids: ["q"] }, { ...again, sibling_ids: ["a", "a2"] }] });
+  assert.equal(state.runs[1].elsewhere, false);
+  assert.deepEqual(conversationItems(state).map((item) => item.kind), ["row", "run"]);
+  // And back: followed, not drawn.
+  state = showBranch(state, { leaf_id: "a", messages: [question, { ...answer, sibling_ids: ["a", "a2"] }] });
+  assert.equal(state.runs[1].elsewhere, true);
+  assert.deepEqual(conversationItems(state).map((item) => item.kind), ["row", "row"]);
 });
