@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server.support import GateServer, read_events, text
+from tests.server.support import REPO, GateServer, read_events, text
 from tests.server.test_serve_cli import clean_env, stop
 from tests.services import interruptible
 
@@ -112,3 +112,27 @@ def test_models_file_and_model_are_not_given_together(tmp_path: Path) -> None:
                            "--model", "fake"], cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 1 and "Give --models-file or --model, not both" in done.stderr, done.stderr
+
+
+def test_the_guides_sample_models_file_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sample of docs/guides/models.md is a file `serve` reads as the guide says."""
+    from toolwire.cli._models import file_models
+
+    guide = (REPO / "docs" / "guides" / "models.md").read_text()
+    [sample] = re.findall(r"^```toml\n(.*?)^```", guide, re.S | re.M)
+    path = models_file(tmp_path, sample)
+    for variable in ("OPENAI_API_KEY", "TEAM_ANTHROPIC_KEY"):
+        monkeypatch.setenv(variable, "k")
+    models, left_out = file_models(str(path))
+    assert [(m.id, m.label, m.spec) for m in models] == [
+        ("fast", "Fast (GPT-4.1 mini)", "openai:gpt-4.1-mini"),
+        ("careful", "Careful (Claude Haiku)", "anthropic:claude-haiku-4-5"),
+        ("local", "Local Llama", "ollama:llama3.2"),
+        ("fake", "Offline demo", "fake")]
+    assert models[0].settings == {"temperature": 0.3, "max_tokens": 2048}
+    assert models[2].base_url == "http://gpu-box:11434" and left_out == []
+    monkeypatch.delenv("TEAM_ANTHROPIC_KEY")
+    models, left_out = file_models(str(path))
+    assert [m.id for m in models] == ["fast", "local", "fake"]
+    assert left_out == [f"toolwire serve: {path}, model 2 (Careful (Claude Haiku)) is left out: TEAM_ANTHROPIC_KEY "
+                        "is not set."]
