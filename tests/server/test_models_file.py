@@ -24,6 +24,18 @@ def models_file(folder: Path, body: str) -> Path:
     return path
 
 
+def start_serve(folder: Path, path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], list[str]]:
+    """`toolwire serve --models-file path`, and what it printed up to the URL to open."""
+    process = subprocess.Popen([sys.executable, "-m", "toolwire", "serve", "--port", "0", "--fake-delay", "0",
+                                "--models-file", str(path)], cwd=folder, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, preexec_fn=interruptible)
+    assert process.stdout is not None
+    lines: list[str] = []
+    while not any(line.startswith("Open ") for line in lines) and process.poll() is None:
+        lines.append(process.stdout.readline().decode())
+    return process, lines
+
+
 async def test_a_models_file_gives_labels_settings_and_leaves_out_a_model_without_its_key(
         tmp_path: Path, gate: GateServer) -> None:
     path = models_file(tmp_path, f"""
@@ -44,14 +56,7 @@ api_key_env = "NO_SUCH_TEST_KEY"
 [[models]]
 model = "fake"
 """)
-    env = {**clean_env(), "GATE_TEST_KEY": "gate-key"}
-    process = subprocess.Popen([sys.executable, "-m", "toolwire", "serve", "--port", "0", "--fake-delay", "0",
-                                "--models-file", str(path)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, preexec_fn=interruptible)
-    assert process.stdout is not None
-    lines: list[str] = []
-    while not any(line.startswith("Open ") for line in lines) and process.poll() is None:
-        lines.append(process.stdout.readline().decode())
+    process, lines = start_serve(tmp_path, path, {**clean_env(), "GATE_TEST_KEY": "gate-key"})
     try:
         assert any(f"{path}, model 2 (Needs a key nobody set) is left out: NO_SUCH_TEST_KEY is not set." in line
                    for line in lines), lines

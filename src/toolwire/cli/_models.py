@@ -31,7 +31,6 @@ from ..exceptions import UserError
 from ..models import Model, get_model
 from ..providers import get_provider
 from ..settings import ModelSettings
-from ._offline import FAKE_MODEL
 from ._tools import check_model
 
 if TYPE_CHECKING:
@@ -43,6 +42,10 @@ _MODEL_CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connection
 """Every run streams from the model on a connection of its own, and the server runs many at once: httpx's
 default cap (100 connections) would make the 101st run wait for a free one. The runs themselves are the
 bound (`--runs-per-minute` per user)."""
+
+FAKE_MODEL = "fake"
+"""The offline model's name (as `_offline.FAKE_MODEL`, which is imported only when it is served: it brings the fake
+provider server)."""
 
 _OFFLINE_LABEL = "Offline demo"
 
