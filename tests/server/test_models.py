@@ -156,3 +156,38 @@ async def _run(api: Api, chat_id: str, gate: GateServer) -> Any:
     async with api.send(chat_id, "[[one]] hi") as response:
         async for event in read_events(response):
             yield event
+
+
+async def test_a_chat_whose_model_is_gone_runs_on_the_default_and_keeps_its_choice(
+        serve: Callable[..., ServerProcess], gate: GateServer) -> None:
+    first = serve("--model", OTHER)
+    async with first.api() as api:
+        response = await api.client.post("/api/chats", json={"model": OTHER})
+        chat_id = response.json()["id"]
+    first.stop()
+    alone = serve()  # restarted on the same database with the default model only
+    async with alone.api() as api:
+        sent, events = await answered_by(api, gate, chat_id)
+        assert (sent, events[0].data["model"]) == ("gate-model", DEFAULT)
+        assert (await api.chat(chat_id))["model"] == OTHER  # the choice stays, for when the model comes back
+
+
+def test_server_models_resolve_and_check() -> None:
+    from toolwire.exceptions import UserError
+    from toolwire.server import ModelChoice
+    from toolwire.server.errors import ApiError
+    from toolwire.server.model_choice import ServerModels
+
+    models = ServerModels([ModelChoice(id="a", label="A"), ModelChoice(id="b")])
+    assert models.listing() == [{"id": "a", "label": "A", "default": True}, {"id": "b", "label": "b", "default": False}]
+    assert (models.resolve(None), models.resolve("b"), models.resolve("gone")) == ("a", "b", "a")
+    assert models.check("b") == "b"
+    with pytest.raises(ApiError) as refused:
+        models.check("c")
+    assert refused.value.status == 422 and "'a', 'b'" in refused.value.message
+    with pytest.raises(UserError, match="Two models have the id 'a'"):
+        ServerModels([ModelChoice(id="a"), ModelChoice(id="a")])
+    none = ServerModels()
+    assert (none.default, none.resolve("a"), none.listing()) == (None, None, [])
+    with pytest.raises(ApiError, match="offers no choice of model"):
+        none.check("a")
