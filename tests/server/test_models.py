@@ -127,6 +127,10 @@ async def test_the_protocol_routes_take_a_model_choice(two_models: ServerProcess
         assert await provider_saw("/api/chat", vercel("v-chat", "v1", model=OTHER), "v1") == "gate-other"
         assert await provider_saw("/api/chat", vercel("v-chat", "v2"), "v2") == "gate-other"
         assert await provider_saw("/api/chat", vercel("v-plain", "v3"), "v3") == "gate-model"
+        # `regenerate()` with a model: the same message answered again on it.
+        gate.script("v3", text("Again."))
+        again = {**vercel("v-plain", "v3", model=OTHER), "trigger": "regenerate-message"}
+        assert await provider_saw("/api/chat", again, "v3") == "gate-other"
         # AG-UI: `forwardedProps.model`.
         agui = {"threadId": "a-chat", "runId": "r1", "forwardedProps": {"model": OTHER},
                 "messages": [{"id": "a1", "role": "user", "content": "[[a1]] hi"}]}

@@ -259,6 +259,8 @@ async def vercel_chat(request: Request) -> Response:
         # answers: that message is answered again, on a new branch beside the old answer.
         chat = await _paused_chat(server, user, body.id)
         row = await _stored_user_message(server, chat, last.id)
+        if body.model is not None:  # answering again on another model
+            chat = await choose_model(server, user, chat, body.model)
         handle = await server.manager.regenerate(user, chat, row.id, None)
         await attach(server.log, chat.id, handle.run, created=handle.created)
         return _stream(server, chat, handle.run, VercelEncoder(message_id=handle.run.id), VERCEL_HEADERS)
