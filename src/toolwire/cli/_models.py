@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -203,7 +203,7 @@ def _entry(path: str, number: int, entry: dict[str, Any]) -> tuple[ServeModel, s
     return model, None
 
 
-def _unique(models: list[ServeModel], sentence: Any) -> None:
+def _unique(models: list[ServeModel], sentence: Callable[[ServeModel], str]) -> None:
     seen: set[str] = set()
     for model in models:
         if model.id in seen:

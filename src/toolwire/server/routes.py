@@ -270,8 +270,7 @@ def _summary_json(summary: RunSummary) -> dict[str, Any]:
     run = summary.run
     duration = (run.finished_at - run.created_at).total_seconds() if run.finished_at is not None else None
     return {"run_id": run.id, "status": run.status, "model": run.model, "usage": run.usage, "error": run.error,
-            "steps": run.steps,
-            "duration": round(duration, 3) if duration is not None else None,
+            "steps": run.steps, "duration": round(duration, 3) if duration is not None else None,
             "decisions": [{"call_id": a.call.id, "approved": a.status == "approved", "reason": a.reason}
                           for a in summary.decisions]}
 
