@@ -81,7 +81,7 @@ def test_serve_explains_bad_options_in_one_line(tmp_path: Path) -> None:
                            (["--db", "mysql://x/y"], "SQLite or PostgreSQL"),
                            (["--db-pool-size", "8"], "drop it with a SQLite database"),
                            (["--db", "postgresql://h/db", "--db-pool-size", "0"], "at least 1"),
-                           (["--model", "nope"], "Unknown provider"),
+                           (["--model", "nope"], "has no provider"),
                            (["--header-timeout", "0"], "--header-timeout must be more than 0"),
                            (["--frame-ancestors", "'self'; script-src *"], "cannot be empty or hold ';'"),
                            (["--mcp", "/no/such/mcp-server"], "Could not connect to the MCP server '/no/such")):

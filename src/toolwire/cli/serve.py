@@ -2,12 +2,15 @@
 
     toolwire serve                                   # ./toolwire.db, offline fake model, demo tools
     toolwire serve --model anthropic:claude-haiku-4-5 --tools mytools:TOOLS --db postgresql://...
+    toolwire serve --model openai:gpt-4.1-mini --model fake         # two models: the page offers a picker
+    toolwire serve --models-file models.toml                        # models with labels and settings
     toolwire serve --mcp "uvx mcp-server-time" --mcp-url http://localhost:9000/mcp
 
-Without `--model` it uses the offline fake provider (`FakeProviderServer` on a loopback port, real
-HTTP, answering with `_offline.DemoResponder`: the demo tools a message asks for, e.g. the weather of
-each city it names) with the demo tools, unless a provider key is set in the environment, in
-which case it says which model it picked (`--model fake` keeps the fake). Without `--token` or
+Without `--model` it offers the default model of each provider whose key is set in the environment, then
+the offline fake model (`FakeProviderServer` on a loopback port, real HTTP, answering with
+`_offline.DemoResponder`: the demo tools a message asks for, e.g. the weather of each city it names), with
+the demo tools; `--model` (repeatable) or `--models-file` name the models instead (`_models.py`), and each
+chat chooses among them (docs/guides/models.md). Without `--token` or
 `--tokens-file` it makes a token for the user `local` and prints the URL to open, which carries it; on a
 SQLite file the token is kept beside it (`toolwire.db.token`, mode 0600) and reused at the next start, so
 an open page stays signed in across restarts (`_token_file`).
@@ -35,11 +38,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,26 +49,20 @@ from typing import Any
 import anyio
 import httpx
 
-from .._transport import ShardedTransport
 from ..exceptions import ToolwireError, UserError
-from ..models import Model, get_model
+from ..models import Model
 from ..tools import Tool
 from ..toolsets import Toolset
 from ._connections import add_browser_arguments, add_connection_arguments, connection_limits
 from ._files import add_file_arguments, file_config
+from ._models import ServeModel, automatic_models, command_line_models, file_models, open_models, secrets_of
 from ._operations import add_operations_arguments, operations_config
 from ._render import error_line
 from ._token_file import kept_token, token_file_for
-from ._tools import add_mcp_arguments, check_model, load_tools, mcp_toolsets
+from ._tools import add_mcp_arguments, load_tools, mcp_toolsets
 
-_FAKE = "fake"
 # What the `server` extra installs that the rest of the command does not: missing, `serve` names the extra.
 _SERVER_MODULES = frozenset({"starlette", "sqlalchemy", "aiosqlite", "alembic", "ag_ui", "msgspec", "httptools"})
-
-_MODEL_CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-"""Every run streams from the model on a connection of its own, and the server runs many at once: httpx's
-default cap (100 connections) would make the 101st run wait for a free one. The runs themselves are the
-bound (`--runs-per-minute` per user)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -84,14 +80,20 @@ def add_parser(sub: Any) -> None:
                         "burst); the replicas' sum must stay under the server's max_connections")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="the port (default: 8000; 0 picks a free one)")
-    p.add_argument("--model", "-m", default=None, metavar="PROVIDER:MODEL",
-                   help="the model (default: the offline fake, or a provider whose key is set); 'fake' for the fake")
+    p.add_argument("--model", "-m", action="append", default=[], metavar="PROVIDER:MODEL",
+                   help="a model chats may use (repeatable; the first is the default); 'fake' for the offline fake "
+                        "(default: each provider whose key is set, then the offline fake)")
+    p.add_argument("--models-file", default=None, metavar="FILE",
+                   help="a TOML file of [[models]] tables (model, id, label, base_url, api_key_env, temperature, "
+                        "max_tokens), instead of --model (docs/guides/models.md)")
     p.add_argument("--tools", action="append", default=[], metavar="MODULE:OBJECT",
                    help="tools to offer (repeatable): a @tool, a function or a list of them (default: the demo tools)")
     add_mcp_arguments(p)
     p.add_argument("--system", default=None, help="a system prompt")
-    p.add_argument("--base-url", default=None, help="send model requests to this base URL instead of the provider's")
-    p.add_argument("--api-key", default=None, help="the provider's API key (default: its environment variable)")
+    p.add_argument("--base-url", default=None,
+                   help="send each --model's requests to this base URL instead of the provider's")
+    p.add_argument("--api-key", default=None,
+                   help="each --model's API key (default: its provider's environment variable)")
     p.add_argument("--max-steps", type=int, default=20, help="the most model requests one run may make")
     p.add_argument("--tool-timeout", type=float, default=None, metavar="SECONDS",
                    help="stop a tool after this long (its result is then an error the model reads)")
@@ -157,9 +159,10 @@ def add_parser(sub: Any) -> None:
 
 @dataclass
 class _Factory:
-    """Builds each run's agent around one shared model (one HTTP connection pool for every run)."""
+    """Builds each run's agent on the model its chat chose (`ctx.model`, an id of `models`; the first is the
+    default), each model built once and shared by every run (one HTTP connection pool)."""
 
-    model: Model
+    models: dict[str, Model]
     tools: list[Tool[..., Any]]
     system: str | None
     max_steps: int
@@ -170,48 +173,42 @@ class _Factory:
     def __call__(self, ctx: Any) -> Any:
         from ..agent import Agent
 
-        return Agent(self.model, tools=self.tools, system=self.system, max_steps=self.max_steps, memory=ctx.memory,
+        # An id the server does not offer never reaches here (the run resolves it to the default); a factory
+        # called outside the server, without one, gets the default too.
+        model = self.models.get(ctx.model) if ctx.model is not None else None
+        if model is None:
+            model = next(iter(self.models.values()))
+        return Agent(model, tools=self.tools, system=self.system, max_steps=self.max_steps, memory=ctx.memory,
                      max_parallel_tools=ctx.max_parallel_tools, tool_timeout=self.tool_timeout,
                      toolsets=self.toolsets)
 
     async def aclose(self) -> None:
-        aclose = getattr(self.model, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        for model in self.models.values():
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                await aclose()
         for client in self.clients:
             await client.aclose()
 
 
-def _pick_model(args: argparse.Namespace) -> str:
+def _pick_models(args: argparse.Namespace) -> list[ServeModel]:
+    """The models the options name (`_models.py`), each line about them printed."""
+    if args.models_file is not None:
+        if args.model or args.base_url or args.api_key:
+            raise UserError("Give --models-file or --model, not both; --base-url and --api-key are set per model in "
+                            "the file (base_url, api_key_env).")
+        models, left_out = file_models(args.models_file)
+        for line in left_out:
+            print(line, flush=True)
+        return models
     if args.model:
-        return str(args.model)
+        return command_line_models(args.model, api_key=args.api_key, base_url=args.base_url)
     if args.base_url:
         raise UserError("--base-url needs --model too (provider:model), to say which wire protocol to speak.")
-    from .demo import DEFAULT_MODELS, available_providers
-
-    for name, variable in available_providers():
-        if name in DEFAULT_MODELS:
-            print(f"toolwire serve: {variable} is set, so the model is {name}:{DEFAULT_MODELS[name]} "
-                  "(use --model fake for the offline fake model).", flush=True)
-            return f"{name}:{DEFAULT_MODELS[name]}"
-    return _FAKE
-
-
-@asynccontextmanager
-async def _model(args: argparse.Namespace, spec: str, factory_clients: list[httpx.AsyncClient]) -> AsyncIterator[
-        tuple[Model, str]]:
-    if spec != _FAKE:
-        check_model(spec, api_key=args.api_key)
-        # Several pools: httpcore's bookkeeping is quadratic in one pool's connections (see ShardedTransport).
-        client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0),
-                                   transport=ShardedTransport(limits=_MODEL_CONNECTIONS))
-        factory_clients.append(client)
-        yield get_model(spec, api_key=args.api_key, base_url=args.base_url, http_client=client), spec
-        return
-    from ._offline import offline_model
-
-    async with offline_model(delay=args.fake_delay, clients=factory_clients) as (model, described):
-        yield model, described
+    found, said = automatic_models()
+    if said is not None:
+        print(said, flush=True)
+    return found
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -272,16 +269,9 @@ async def _serve(args: argparse.Namespace) -> None:
     demo = not args.tools and not toolsets
     tools = list(SERVE_TOOLS) if demo else load_tools(args.tools)
     system = args.system if args.system is not None else (DEMO_SYSTEM if demo else None)
-    spec = _pick_model(args)
+    models = _pick_models(args)
     store = SQLStore(args.db, engine_options=_pool_options(args))
-    secrets = list(args.redact)
-    if args.api_key:
-        secrets.append(args.api_key)
-    elif spec != _FAKE:
-        from ..providers import get_provider
-
-        provider = get_provider(spec.partition(":")[0])
-        secrets.extend(value for v in provider.api_key_env if (value := os.environ.get(v)))
+    secrets = [*args.redact, *secrets_of(models)]
     limits = Limits(max_body_bytes=args.max_body_bytes, max_message_chars=args.max_message_chars,
                     max_tool_concurrency=args.max_tool_concurrency, runs_per_minute=args.runs_per_minute,
                     tool_calls_per_minute=args.tool_calls_per_minute, writes_per_minute=args.writes_per_minute,
@@ -293,7 +283,8 @@ async def _serve(args: argparse.Namespace) -> None:
                           max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
                           multitask_strategy=args.multitask_strategy,
                           store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors,
-                          suggestions=SUGGESTIONS if demo else (), **operations_config(args), **file_config(args))
+                          suggestions=SUGGESTIONS if demo else (), models=tuple(m.choice for m in models),
+                          **operations_config(args), **file_config(args))
     shared: dict[str, Any] = {}
     if args.redis:
         from ..server.redis import RedisBackends
@@ -304,13 +295,14 @@ async def _serve(args: argparse.Namespace) -> None:
                                writes_per_minute=args.writes_per_minute).app_options()
     sock = _listen(args.host, args.port)
     clients: list[httpx.AsyncClient] = []
-    async with AsyncExitStack() as opened, _model(args, spec, clients) as (model, described):
+    async with AsyncExitStack() as opened, open_models(models, fake_delay=args.fake_delay,
+                                                        clients=clients) as (built, described):
         # MCP connections belong to this task (a stdio server is a child process it must stop itself).
         for toolset in toolsets:
             await opened.enter_async_context(toolset)
         if kept is not None:
             tokens = {"local": [kept_token(kept, generate_token)]}
-        factory = _Factory(model=model, tools=tools, system=system, max_steps=args.max_steps,
+        factory = _Factory(models=built, tools=tools, system=system, max_steps=args.max_steps,
                            tool_timeout=args.tool_timeout, toolsets=toolsets, clients=clients)
         app = create_app(factory, store=store, tokens=tokens, config=config, **shared)
         state = app.state.toolwire

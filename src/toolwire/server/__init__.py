@@ -29,6 +29,7 @@ from .eventlog import (
     Position as Position,
 )
 from .limits import Limits as Limits, MemoryRateLimiter as MemoryRateLimiter, RateLimiter as RateLimiter
+from .model_choice import ModelChoice as ModelChoice
 from .runner import AgentFactory as AgentFactory, ChatContext as ChatContext
 from .signals import LocalSignals as LocalSignals, RunSignals as RunSignals
 
@@ -44,6 +45,7 @@ __all__ = [
     "LocalSignals",
     "LogEntry",
     "MemoryRateLimiter",
+    "ModelChoice",
     "Position",
     "RateLimiter",
     "RunSignals",

@@ -52,6 +52,7 @@ from .eventlog import EventLog, InMemoryEventLog
 from .files import download_file, upload_file
 from .limits import Limits, MemoryRateLimiter, RateLimiter, ReleaseUserRequests, ResultPolicy, UserRequests
 from .metrics import measured, metrics_endpoint
+from .model_choice import ModelChoice, ServerModels, list_models
 from .protocol_routes import agui_run, vercel_chat, vercel_history, vercel_stop, vercel_stream
 from .replicas import hold_replica_lock
 from .routes import (
@@ -129,6 +130,9 @@ class ServerConfig:
         multitask_strategy: What a message sent while its chat's run is going does when the request does not
             say (`reject`, `enqueue`, `interrupt` or `rollback`; docs/guides/double-texting.md). `reject` by
             default (409).
+        models: The models a chat may choose from (`ModelChoice`: id and label), the first being the default;
+            each run hands its chat's choice to the agent factory as `ChatContext.model` (docs/guides/models.md).
+            None by default: no choice (`ChatContext.model` is `None`).
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -154,6 +158,7 @@ class ServerConfig:
     sweep_seconds: float = 3600.0
 
     multitask_strategy: MultitaskStrategy = "reject"
+    models: tuple[ModelChoice, ...] = ()
 
 
 def _files_for(store: Store, config: ServerConfig) -> Files | None:
@@ -213,6 +218,7 @@ def create_app(
         raise UserError(f"multitask_strategy is reject, enqueue, interrupt or rollback, not "
                         f"{config.multitask_strategy!r}.")
     limits = config.limits
+    models = ServerModels(config.models)
     the_store: Store = store if store is not None and not isinstance(store, str) else SQLStore(store or "toolwire.db")
     log = event_log or InMemoryEventLog(max_events_per_chat=config.max_events_per_chat,
                                         retention_seconds=config.log_retention_seconds)
@@ -227,13 +233,13 @@ def create_app(
         store=used.store, log=used.log, signals=used.signals, factory=agent_factory, limits=limits,
         limiter=used.limiter, policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
         lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds, max_runs=config.max_runs,
-        store_retry_seconds=config.store_retry_seconds, multitask_strategy=config.multitask_strategy,
+        store_retry_seconds=config.store_retry_seconds, multitask_strategy=config.multitask_strategy, models=models,
     )
     state = ServerState(store=used.store, manager=manager, log=used.log, limits=limits,
                         heartbeat=config.heartbeat_seconds,
                         openapi=orjson.dumps(openapi_document(max_message_chars=limits.max_message_chars)),
                         web_dir=config.web_dir, user_requests=UserRequests(limits.max_user_requests),
-                        suggestions=config.suggestions, files=files, file_limits=config.files)
+                        suggestions=config.suggestions, files=files, file_limits=config.files, models=models)
     manager.files = files
 
     # The log, signals and limiter may be one object or share a connection: each is started and closed once.
@@ -285,6 +291,7 @@ def create_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/api/me", me, methods=["GET"]),
+        Route("/api/models", list_models, methods=["GET"]),
         Route("/api/chats", create_chat, methods=["POST"]),
         Route("/api/chats", list_chats, methods=["GET"]),
         Route("/api/search", search_chats, methods=["GET"]),

@@ -56,6 +56,7 @@ class _VercelBody(msgspec.Struct, gc=False):
     messages: list[_UIMessageHead] | None = None
     message: _UIMessageHead | None = None
     multitask_strategy: msgspec.Raw = _NULL
+    model: msgspec.Raw = _NULL
 
 
 class _AguiMessageHead(msgspec.Struct, gc=False):
@@ -74,6 +75,7 @@ class _AguiBody(msgspec.Struct, gc=False, rename="camel"):
 
 class _Forwarded(msgspec.Struct, gc=False):
     multitask_strategy: msgspec.Raw = _NULL
+    model: msgspec.Raw = _NULL
 
 
 _vercel_decoder = msgspec.json.Decoder(_VercelBody)
@@ -103,7 +105,7 @@ def _vercel_in_place(body: bytes) -> bytes | HistoryBodyError:
         return decoded
     last = decoded.message if decoded.message is not None else (decoded.messages[-1] if decoded.messages else None)
     fields = {"id": bytes(decoded.id), "trigger": bytes(decoded.trigger), "messageId": bytes(decoded.messageId),
-              "multitask_strategy": bytes(decoded.multitask_strategy)}
+              "multitask_strategy": bytes(decoded.multitask_strategy), "model": bytes(decoded.model)}
     if last is not None:
         fields["message"] = _object({"id": bytes(last.id), "role": f'"{last.role}"'.encode(),
                                      "parts": bytes(last.parts)})
@@ -127,12 +129,14 @@ def _agui_in_place(body: bytes) -> bytes | HistoryBodyError:
             fields["previousUserMessageId"] = bytes(earlier.id)
     else:
         fields["messages"] = b"[]"
-    try:  # forwardedProps is the client's own: only the double-texting strategy is read from it, if it is there
-        strategy = bytes(_forwarded_decoder.decode(decoded.forwarded_props).multitask_strategy)
+    # forwardedProps is the client's own: only the double-texting strategy and the model are read from it.
+    try:
+        forwarded = _forwarded_decoder.decode(decoded.forwarded_props)
+        props = {"multitask_strategy": bytes(forwarded.multitask_strategy), "model": bytes(forwarded.model)}
     except msgspec.MsgspecError:
-        strategy = b"null"
-    if strategy != b"null":
-        fields["forwardedProps"] = _object({"multitask_strategy": strategy})
+        props = {}
+    if any(value != b"null" for value in props.values()):
+        fields["forwardedProps"] = _object(props)
     return _object(fields)
 
 

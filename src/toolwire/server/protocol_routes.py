@@ -42,6 +42,7 @@ from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_par
 from .errors import ApiError
 from .eventlog import Cursor, Position
 from .history_bodies import HistoryBodyError, read_agui, read_vercel
+from .model_choice import choose_model
 from .multitask import queued_response
 from .protocol_files import agui_files, ui_file_part, vercel_files
 from .routes import ServerState, _caller, _json, _title_from, attach, scoped_chat_id
@@ -152,11 +153,14 @@ def _check_text(server: ServerState, text: str) -> None:
 
 
 async def _start(server: ServerState, user: User, chat: Chat, text: str, client_message_id: str,
-                 strategy: Any, *, files: list[FilePart], parent_id: str | None = None) -> RunHandle:
-    """Store the user's message and start its run (or attach to the run the same message started, or queue it)."""
+                 strategy: Any, *, files: list[FilePart], parent_id: str | None = None, model: Any = None) -> RunHandle:
+    """Store the user's message and start its run (or attach to the run the same message started, or queue it);
+    `model`, the id of one of the server's models, becomes the chat's (as the native routes' `model` does)."""
     if strategy is not None and strategy not in MULTITASK_STRATEGIES:
         raise ApiError(422, "invalid_request", f"multitask_strategy is one of {', '.join(MULTITASK_STRATEGIES)}; "
                                                f"{str(strategy)[:40]!r} is not.")
+    if model is not None:
+        chat = await choose_model(server, user, chat, model)
     handle = await server.manager.send_message(user, chat, text, client_message_id,
                                                title=None if chat.title else _title_from(text), strategy=strategy,
                                                files=files, parent_id=parent_id)
@@ -185,6 +189,8 @@ class _ChatRequest(BaseModel):
     trigger: str = "submit-message"
     messageId: str | None = Field(None, min_length=1, max_length=200)
     multitask_strategy: Any = None
+    model: Any = None
+    """Sent by `useChat` as an extra `body` field (`sendMessage(..., {body: {model}})`): the chat's model."""
 
 
 class _UIMessage(BaseModel):
@@ -253,11 +259,15 @@ async def vercel_chat(request: Request) -> Response:
         # answers: that message is answered again, on a new branch beside the old answer.
         chat = await _paused_chat(server, user, body.id)
         row = await _stored_user_message(server, chat, last.id)
+        if body.model is not None:  # answering again on another model
+            chat = await choose_model(server, user, chat, body.model)
         handle = await server.manager.regenerate(user, chat, row.id, None)
         await attach(server.log, chat.id, handle.run, created=handle.created)
         return _stream(server, chat, handle.run, VercelEncoder(message_id=handle.run.id), VERCEL_HEADERS)
     text = _user_text(last)
     _check_text(server, text)
+    if body.model is not None:
+        server.models.check(body.model)  # before the chat is made: a refused request creates nothing
     chat = await _chat_for_message(server, user, body.id)
     files = await vercel_files(server, user, chat.id, last.parts)
     parent_id: str | None = None
@@ -270,7 +280,7 @@ async def vercel_chat(request: Request) -> Response:
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         client_message_id = f"{body.messageId[:150]}~edit~{digest}"
     handle = await _start(server, user, chat, text, client_message_id, body.multitask_strategy, files=files,
-                          parent_id=parent_id)
+                          parent_id=parent_id, model=body.model)
     run_id = handle.queued.id if handle.queued is not None else handle.run.id
     return await _answer(server, chat, handle, VercelEncoder(message_id=run_id), VERCEL_HEADERS)
 
@@ -444,14 +454,15 @@ async def agui_run(request: Request) -> Response:
         if not 1 <= len(last.id) <= 200:
             raise ApiError(422, "invalid_request", "A message id is 1 to 200 characters.")
         _no_nul(last.id)
+        props = agent_input.forwarded_props if isinstance(agent_input.forwarded_props, dict) else {}
+        if props.get("model") is not None:
+            server.models.check(props["model"])  # before the chat is made: a refused request creates nothing
         chat = await _chat_for_message(server, user, agent_input.thread_id)
         files = await agui_files(server, user, chat.id, getattr(last, "content", ""))
         previous = (agent_input.model_extra or {}).get("previousUserMessageId")
         parent_id = await _agui_fork(server, chat, previous if isinstance(previous, str) else None)
-        props = agent_input.forwarded_props
-        handle = await _start(server, user, chat, text, last.id,
-                              props.get("multitask_strategy") if isinstance(props, dict) else None, files=files,
-                              parent_id=parent_id)
+        handle = await _start(server, user, chat, text, last.id, props.get("multitask_strategy"), files=files,
+                              parent_id=parent_id, model=props.get("model"))
         return await _answer(server, chat, handle,
                              AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
     return _stream(server, chat, run, AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))

@@ -27,6 +27,7 @@ from .encode import NativeEncoder
 from .errors import ApiError, store_error
 from .eventlog import Cursor, EventLog, Position
 from .limits import Limits, UserRequests
+from .model_choice import ServerModels, choose_model
 from .multitask import queued_response
 from .runs import RunManager
 from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
@@ -54,6 +55,8 @@ class ServerState:
     files: Files | None = None
     """Uploaded and tool-made files (`files.py`); `None` when the store is not an `SQLStore`."""
     file_limits: FileLimits = field(default_factory=FileLimits)
+    models: ServerModels = field(default_factory=ServerModels)
+    """The models chats choose from (`model_choice.py`); none: no choice."""
     startup_error: Exception | None = None
     """Why the app's start-up failed (read by `toolwire serve` to say it in one sentence)."""
 
@@ -117,7 +120,8 @@ async def _chat(request: Request, server: ServerState, user: User) -> Chat:
 
 
 def _chat_json(chat: Chat) -> dict[str, Any]:
-    return {"id": chat.id, "title": chat.title, "created_at": iso(chat.created_at), "updated_at": iso(chat.updated_at)}
+    return {"id": chat.id, "title": chat.title, "created_at": iso(chat.created_at), "updated_at": iso(chat.updated_at),
+            "model": chat.model}
 
 
 def _title(value: str, limits: Limits) -> str:
@@ -138,7 +142,8 @@ def _title_from(text: str) -> str:
 async def create_chat(request: Request) -> Response:
     server, user = await _caller(request)
     body = await read_body(request, ChatCreate, server.limits.max_body_bytes)
-    chat = await server.store.create_chat(user.id, _title(body.title or "", server.limits))
+    model = server.models.check(body.model) if body.model is not None else None
+    chat = await server.store.create_chat(user.id, _title(body.title or "", server.limits), model=model)
     return _json(_chat_json(chat), 201)
 
 
@@ -192,7 +197,7 @@ async def get_chat(request: Request) -> Response:
     if active is not None:
         last = await server.log.last_cursor(chat.id, active.run_number)
         active_run = {"run_id": active.id, "status": "running", "run_number": active.run_number,
-                      "last_event_id": str(last) if last is not None else None}
+                      "last_event_id": str(last) if last is not None else None, "model": active.model}
     return _json({**_chat_json(chat), "active_run": active_run,
                   "paused": paused_view(paused) if paused is not None else None})
 
@@ -201,10 +206,20 @@ async def update_chat(request: Request) -> Response:
     server, user = await _caller(request)
     chat = await _chat(request, server, user)
     body = await read_body(request, ChatUpdate, server.limits.max_body_bytes)
-    renamed = await server.store.rename_chat(user.id, chat.id, _title(body.title, server.limits))
-    if renamed is None:  # deleted a moment ago
-        raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
-    return _json(_chat_json(renamed))
+    # `"model": null` goes back to the server's default; no `model` leaves the choice as it is.
+    new_model = "model" in body.model_fields_set
+    if new_model and body.model is not None:
+        server.models.check(body.model)  # before the title is stored: a refused request changes nothing
+    if body.title is None and not new_model:
+        raise ApiError(422, "invalid_request", "Send a new `title`, a `model`, or both.")
+    if body.title is not None:
+        renamed = await server.store.rename_chat(user.id, chat.id, _title(body.title, server.limits))
+        if renamed is None:  # deleted a moment ago
+            raise ApiError(404, "chat_not_found", "There is no chat with this id for this API token.")
+        chat = renamed
+    if new_model:
+        chat = await choose_model(server, user, chat, body.model)
+    return _json(_chat_json(chat))
 
 
 async def delete_chat(request: Request) -> Response:
@@ -254,8 +269,8 @@ def _summary_json(summary: RunSummary) -> dict[str, Any]:
     """How a run of the returned rows ended (what `run_finished` said), and the decisions it resumed with."""
     run = summary.run
     duration = (run.finished_at - run.created_at).total_seconds() if run.finished_at is not None else None
-    return {"run_id": run.id, "status": run.status, "usage": run.usage, "error": run.error, "steps": run.steps,
-            "duration": round(duration, 3) if duration is not None else None,
+    return {"run_id": run.id, "status": run.status, "model": run.model, "usage": run.usage, "error": run.error,
+            "steps": run.steps, "duration": round(duration, 3) if duration is not None else None,
             "decisions": [{"call_id": a.call.id, "approved": a.status == "approved", "reason": a.reason}
                           for a in summary.decisions]}
 
@@ -295,6 +310,8 @@ async def post_message(request: Request) -> Response:
                                                 "characters; shorten it or split it.")
     from .files import user_files  # files.py builds on this module's helpers
 
+    if body.model is not None:
+        chat = await choose_model(server, user, chat, body.model)
     attached = await user_files(server, user.id, chat.id, body.files)
     # A chat without a title is named after its first message in the transaction that starts the run.
     handle = await server.manager.send_message(user, chat, body.text, body.client_message_id,

@@ -128,6 +128,9 @@ class ChatContext:
     run_id: str
     memory: ChatMemory
     max_parallel_tools: int
+    model: str | None = None
+    """The id of the model the chat chose (else the server's default) among `ServerConfig.models`, which the
+    run records as the one it used: build the agent on it. `None` when the server offers no choice."""
 
 
 AgentFactory: TypeAlias = Callable[[ChatContext], "Agent[Any] | Awaitable[Agent[Any]]"]
@@ -312,8 +315,10 @@ class Runner:
         trace_context: Any = None,
         retry_seconds: float = STORE_RETRY_SECONDS,
         files: Files | None = None,
+        model: str | None = None,
     ) -> None:
         self.user = user
+        self.model = model
         self.chat_id = chat_id
         self.run_id = run_id
         self.publisher = publisher
@@ -453,7 +458,7 @@ class Runner:
 
     async def _make_agent(self) -> Agent[Any]:
         context = ChatContext(user=self.user, chat_id=self.chat_id, run_id=self.run_id, memory=self.memory,
-                              max_parallel_tools=self.max_parallel_tools)
+                              max_parallel_tools=self.max_parallel_tools, model=self.model)
         made = self.factory(context)
         agent: Agent[Any] = await made if inspect.isawaitable(made) else made
         if not isinstance(agent, Agent):

@@ -57,6 +57,7 @@ from .errors import ApiError, store_error
 from .eventlog import Cursor, CursorExpired, EventLog
 from .events import RunPublisher, usage_dict
 from .limits import Limits, RateKind, RateLimiter, ResultPolicy
+from .model_choice import ServerModels
 from .runner import STORE_RETRY_SECONDS, AgentFactory, Runner
 from .signals import RunSignals
 
@@ -114,6 +115,7 @@ class RunManager:
         max_runs: int | None = None,
         store_retry_seconds: float = STORE_RETRY_SECONDS,
         multitask_strategy: MultitaskStrategy = "reject",
+        models: ServerModels | None = None,
     ) -> None:
         self.store = store
         self.log = log
@@ -130,6 +132,7 @@ class RunManager:
         self.files: Files | None = None
         """Where runs keep the files tools return and find those their history references (`files.py`)."""
         self.multitask_strategy = multitask_strategy
+        self.models = models or ServerModels()
         self.queue: RunQueue | None = store if isinstance(store, RunQueue) else None
         self.accepting = False
         self._tg: anyio.abc.TaskGroup | None = None
@@ -424,16 +427,34 @@ class RunManager:
         watch = self.signals.watch(run.id)
         if self.queue is not None and await self.queue.interrupt_waiting(chat_id):
             watch.fire("cancel")  # an interrupt was queued before this run could be reached: it ends at once
+        model = await self._run_model(user, run)
         publisher = RunPublisher(self.log, chat_id=chat_id, run_id=run.id, run_number=run.run_number)
         await publisher.run_event("run_started", None, chat_id=chat_id, run_number=run.run_number,
                                   resumed=resume is not None, resumed_from=resumed_from, leaf_id=run.leaf_id,
-                                  user_message=user_row.to_dict() if user_row is not None else None)
+                                  user_message=user_row.to_dict() if user_row is not None else None,
+                                  **({"model": model} if model is not None else {}))
         runner = Runner(user=user, chat_id=chat_id, run_id=run.id, publisher=publisher, store=self.store,
                         factory=self.factory, watch=watch, policy=self.policy, limiter=self.limiter,
                         max_parallel_tools=self.limits.max_tool_concurrency,
                         resume=resume, trace_context=telemetry.capture_context(),  # type: ignore[arg-type]
-                        retry_seconds=self.store_retry_seconds, files=self.files)
+                        retry_seconds=self.store_retry_seconds, files=self.files, model=model)
         self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
+
+    async def _run_model(self, user: User, run: Run) -> str | None:
+        """The id of the model the run uses (its chat's choice, else the default: `model_choice.py`), recorded
+        with the run before its `run_started` says it. A store away leaves it unrecorded, not the run unstarted."""
+        if self.models.default is None:
+            return None
+        try:
+            chat = await self.store.get_chat(user.id, run.chat_id)
+            model = self.models.resolve(chat.model if chat is not None else None)
+            if model is not None:
+                await self.store.record_run_model(run.id, model)
+        except StoreUnavailable as exc:
+            logger.warning("Run %s of chat %s: its model could not be read or recorded (%s); it uses the default",
+                           run.id, run.chat_id, exc, extra={"run_id": run.id, "chat_id": run.chat_id})
+            return self.models.default
+        return model
 
     async def _previous_end_published(self, chat_id: str, previous: int) -> None:
         """Wait (up to `_CHAIN_WAIT`) until the log holds the previous run's `run_finished`, if it holds that run:

@@ -41,10 +41,16 @@ class ChatCreate(_Body):
     """`POST /api/chats`: `title` is optional (a chat without one takes its first message's first line)."""
 
     title: Text | None = None
+    model: Id | None = Field(None, description="The id of the model the chat's runs use (`GET /api/models`); by "
+                                               "default the server's default model.")
 
 
 class ChatUpdate(_Body):
-    title: Text
+    """`PATCH /api/chats/{id}`: a new `title`, a new `model` (`null`: the server's default), or both."""
+
+    title: Text | None = None
+    model: Id | None = Field(None, description="The id of the model the chat's runs use from now on (`GET "
+                                               "/api/models`); `null` for the server's default.")
 
 
 class MessageIn(_Body):
@@ -61,6 +67,9 @@ class MessageIn(_Body):
         None, description="The row the message goes under: an earlier answer's id edits the message after it (a new "
                           "branch there), `root` makes a new first message; by default the chat's active leaf.")
 
+    model: Id | None = Field(None, description="The id of the model (`GET /api/models`) the chat uses from this "
+                                               "message on (stored as the chat's, as `PATCH` does); by default the "
+                                               "chat's model as it is.")
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = Field(
         None, description="What the message does while the chat's run is going (double texting): `reject` (409), "
                           "`enqueue` (it runs when the run ends), `interrupt` (the run is cancelled, then it runs) or "
@@ -252,7 +261,9 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
         schemas[name] = schema
     schemas["MessageIn"]["properties"]["text"]["maxLength"] = max_message_chars
     iso = {"type": "string", "format": "date-time"}
-    chat_props = {"id": {"type": "string"}, "title": {"type": "string"}, "created_at": iso, "updated_at": iso}
+    chat_props = {"id": {"type": "string"}, "title": {"type": "string"}, "created_at": iso, "updated_at": iso,
+                  "model": {"type": ["string", "null"], "description": "The id of the chat's model; null: the "
+                                                                         "server's default."}}
     schemas["Chat"] = {"type": "object", "properties": chat_props, "required": list(chat_props)}
     schemas["MessageRow"] = {
         "type": "object",
@@ -275,6 +286,7 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
         "properties": {"run_id": {"type": "string"},
                        "status": {"enum": ["running", "paused", "resumed", "completed", "cancelled", "failed",
                                            "interrupted"]},
+                       "model": {"type": ["string", "null"], "description": "The id of the model the run used."},
                        "usage": {"type": ["object", "null"]}, "error": {"type": ["object", "null"]},
                        "steps": {"type": "integer", "minimum": 0}, "duration": {"type": ["number", "null"]},
                        "decisions": {"type": "array", "items": {
@@ -291,7 +303,8 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                 "type": "object", "required": ["run_id", "status", "last_event_id"],
                 "properties": {"run_id": {"type": "string"}, "status": {"const": "running"},
                                "run_number": {"type": "integer"},
-                               "last_event_id": {"type": ["string", "null"]}}}]},
+                               "last_event_id": {"type": ["string", "null"]},
+                               "model": {"type": ["string", "null"]}}}]},
             "paused": {"oneOf": [{"type": "null"}, {
                 "type": "object", "required": ["run_id", "message", "results", "approvals"],
                 "properties": {"run_id": {"type": "string"}, "message": {"$ref": _REF.format(model="Message")},
@@ -354,7 +367,8 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
         "/api/chats/{chat_id}": {
             "get": op("A chat, its active run and its paused run", {"200": _json(_REF.format(model="ChatDetail"))},
                       parameters=[chat_id]),
-            "patch": op("Rename a chat", {"200": _json(_REF.format(model="Chat"))}, body="ChatUpdate",
+            "patch": op("Rename a chat, or choose its model", {"200": _json(_REF.format(model="Chat"))},
+                        body="ChatUpdate",
                         parameters=[chat_id]),
             "delete": op("Delete a chat (cancelling its run first)", {"204": {"description": "Deleted"}},
                          parameters=[chat_id]),
@@ -429,6 +443,11 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                 "name": {"type": "string"},
                 "suggestions": {"type": "array", "items": {"type": "string"},
                                 "description": "Prompts the page offers in an empty chat"}}}}}}})}
+    paths["/api/models"] = {"get": op("The models chats choose from, the default first", {"200": {
+        "description": "The models", "content": {"application/json": {"schema": {
+            "type": "object", "required": ["models"], "properties": {"models": {"type": "array", "items": {
+                "type": "object", "required": ["id", "label", "default"], "properties": {
+                    "id": {"type": "string"}, "label": {"type": "string"}, "default": {"type": "boolean"}}}}}}}}}})}
     paths["/healthz"] = {"get": {"summary": "The process is up", "responses": {"200": plain}}}
     paths["/readyz"] = {"get": {"summary": "Ready to serve (database reachable, accepting runs)",
                                 "responses": {"200": plain, "503": plain}}}

@@ -152,8 +152,10 @@ class Store(ChatMemory, Protocol):
         ...
 
     # -- chats and messages ------------------------------------------------------------------
-    async def create_chat(self, user_id: str, title: str = "", *, chat_id: str | None = None) -> Chat:
-        """A new chat; with `chat_id` (a client's own id) it raises `ChatIdTaken` when that id exists."""
+    async def create_chat(self, user_id: str, title: str = "", *, chat_id: str | None = None,
+                          model: str | None = None) -> Chat:
+        """A new chat (using the server's model `model`, `None` for its default); with `chat_id` (a client's own
+        id) it raises `ChatIdTaken` when that id exists."""
         ...
 
     async def list_chats(self, user_id: str, *, limit: int = 200) -> list[Chat]:
@@ -165,6 +167,15 @@ class Store(ChatMemory, Protocol):
         ...
 
     async def rename_chat(self, user_id: str, chat_id: str, title: str) -> Chat | None: ...
+
+    async def set_chat_model(self, user_id: str, chat_id: str, model: str | None) -> Chat | None:
+        """Set the id of the model the chat's runs use (`None`: the server's default); `None` if there is no
+        such chat of the user's."""
+        ...
+
+    async def record_run_model(self, run_id: str, model: str) -> None:
+        """Record the id of the model a run uses (as it starts)."""
+        ...
 
     async def search_chats(self, user_id: str, query: str, *, limit: int = 20, offset: int = 0) -> list[SearchHit]:
         """The user's chats whose title or message text has every word of `query` (as a word prefix), most

@@ -80,6 +80,8 @@ class Chat:
     run_count: int = 0
     active_leaf_id: str | None = None
     """The row the chat shows and answers next: the end of its active branch (`None` while it is empty)."""
+    model: str | None = None
+    """The id of the server's model the chat's runs use; `None`: the server's default."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +140,8 @@ class Run:
     lease_expires_at: float | None = None
     leaf_id: str | None = None
     """The row the run's answer goes under: its user message, or the last row of the run it resumes."""
+    model: str | None = None
+    """The id of the server's model the run used (recorded as it starts)."""
 
     @property
     def active(self) -> bool:

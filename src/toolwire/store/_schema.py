@@ -91,6 +91,8 @@ chats = Table(
     Column("run_count", Integer(), nullable=False, server_default=text("0")),
     # The row the chat shows and answers next (a chat is a tree of rows, see `_tree.py`); NULL when empty.
     Column("active_leaf_id", String(64), nullable=True),
+    # The id of the model the chat's runs use (one of the server's models); NULL: the server's default.
+    Column("model", String(200), nullable=True),
     Index(None, "user_id", "updated_at"),
 )
 
@@ -135,6 +137,8 @@ runs = Table(
     Column("lease_expires_at", Float(), nullable=True),
     # The row the run's answer goes under: its user message, or the last row of the run it resumes.
     Column("leaf_id", String(64), nullable=True),
+    # The id of the model the run used, recorded as it starts (NULL: a server that offers no model choice).
+    Column("model", String(200), nullable=True),
     UniqueConstraint("chat_id", "run_number"),
     # One running-or-paused run per chat, enforced by the database itself.
     Index("uq_runs_one_active_per_chat", "chat_id", unique=True,

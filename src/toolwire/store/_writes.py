@@ -82,7 +82,7 @@ def _loads(text: str | None) -> Any:
 def chat_from(row: Row[Any]) -> Chat:
     return Chat(id=row.id, user_id=row.user_id, title=row.title, created_at=row.created_at,
                 updated_at=row.updated_at, last_sequence=row.last_sequence, run_count=row.run_count,
-                active_leaf_id=getattr(row, "active_leaf_id", None))
+                active_leaf_id=getattr(row, "active_leaf_id", None), model=getattr(row, "model", None))
 
 
 def message_row_from(row: Row[Any]) -> MessageRow:
@@ -96,7 +96,8 @@ def run_from(row: Row[Any]) -> Run:
                resumed_from=row.resumed_from, client_message_id=row.client_message_id,
                usage=_loads(row.usage_json), error=_loads(row.error_json), steps=row.steps,
                event_count=row.event_count, created_at=row.created_at, finished_at=row.finished_at,
-               lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at, leaf_id=row.leaf_id)
+               lease_owner=row.lease_owner, lease_expires_at=row.lease_expires_at, leaf_id=row.leaf_id,
+               model=getattr(row, "model", None))
 
 
 def approval_from(row: Row[Any]) -> Approval:
@@ -210,7 +211,7 @@ class Writes:
     def create_chat(self, conn: Connection, chat: Chat) -> Chat:
         inserted = conn.execute(
             self._insert(chats).values(id=chat.id, user_id=chat.user_id, title=chat.title, created_at=chat.created_at,
-                                       updated_at=chat.updated_at)
+                                       updated_at=chat.updated_at, model=chat.model)
             .on_conflict_do_nothing(index_elements=["id"]))
         if inserted.rowcount != 1:
             raise ChatIdTaken(f"The chat id {chat.id!r} is already taken; choose another id.")

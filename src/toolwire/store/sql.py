@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
-from sqlalchemy import Connection, Engine, Row, bindparam, func, select
+from sqlalchemy import Connection, Engine, Row, bindparam, func, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -394,9 +394,11 @@ class SQLStore:
     # -- chats -------------------------------------------------------------------------------
 
     @_shielded
-    async def create_chat(self, user_id: str, title: str = "", *, chat_id: str | None = None) -> Chat:
+    async def create_chat(self, user_id: str, title: str = "", *, chat_id: str | None = None,
+                          model: str | None = None) -> Chat:
         now = utc_now()
-        chat = Chat(id=chat_id or new_id("chat"), user_id=user_id, title=title, created_at=now, updated_at=now)
+        chat = Chat(id=chat_id or new_id("chat"), user_id=user_id, title=title, created_at=now, updated_at=now,
+                    model=model)
         return await self._write(partial(self._writes.create_chat, chat=chat), after_commit=self._chats_put)
 
     @_shielded
@@ -423,6 +425,15 @@ class SQLStore:
     async def rename_chat(self, user_id: str, chat_id: str, title: str) -> Chat | None:
         return await self._write(partial(self._writes.rename_chat, user_id=user_id, chat_id=chat_id, title=title),
                                  after_commit=self._chats_put)
+
+    @_shielded
+    async def set_chat_model(self, user_id: str, chat_id: str, model: str | None) -> Chat | None:
+        return await self._write(partial(_set_chat_model, user_id=user_id, chat_id=chat_id, model=model),
+                                 after_commit=self._chats_put)
+
+    @_shielded
+    async def record_run_model(self, run_id: str, model: str) -> None:
+        await self._write(partial(_record_run_model, run_id=run_id, model=model))
 
     @_shielded
     async def search_chats(self, user_id: str, query: str, *, limit: int = 20, offset: int = 0) -> list[SearchHit]:
@@ -699,3 +710,14 @@ _QUEUE_HEAD = select(queued_runs.c.id).where(queued_runs.c.chat_id == bindparam(
 _INTERRUPT_WAITING = (select(queued_runs.c.id).where(queued_runs.c.chat_id == bindparam("b_chat"),
                                                     queued_runs.c.strategy == "interrupt").limit(1))
 _ACTIVE_RUN = select(*_RUN_COLUMNS).where(runs.c.chat_id == bindparam("b_chat"), runs.c.status == "running")
+
+
+def _set_chat_model(conn: Connection, *, user_id: str, chat_id: str, model: str | None) -> Chat | None:
+    # A setting, not news: `updated_at` (the order of the chat list) stays.
+    row = conn.execute(update(chats).where(chats.c.id == chat_id, chats.c.user_id == user_id)
+                       .values(model=model).returning(*chats.c)).first()
+    return chat_from(row) if row is not None else None
+
+
+def _record_run_model(conn: Connection, *, run_id: str, model: str) -> None:
+    conn.execute(update(runs).where(runs.c.id == run_id).values(model=model))

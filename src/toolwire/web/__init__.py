@@ -10,7 +10,7 @@ The modules: `app.js` (the page), `session.js` (open a chat, follow and resume r
 event streams over fetch), `sse.js` (the SSE parser), `reducer.js` (the pure event reducer),
 `selectors.js` (what the state shows), `render.js` (the DOM), `search.js` (searching the chats),
 `markdown.js` (Markdown built as elements, never as HTML), `copy.js` (copy buttons), `branches.js` (versions,
-editing, regenerate and retry), `theme.js` (the colour
+editing, regenerate and retry), `models.js` (the model picker), `theme.js` (the colour
 theme); `favicon.svg` is the tab's icon.
 `vendor/markdown-libs.js` is the Markdown parser and code highlighter markdown.js draws from (micromark and
 lowlight, bundled by scripts/build-web-vendor from web-build/; licences in `vendor/LICENSES.txt`);

@@ -84,8 +84,21 @@ export class Api {
     return this.json("GET", "api/search", { query: { q: query, cursor }, signal });
   }
 
-  createChat(title) {
-    return this.json("POST", "api/chats", { body: title ? { title } : {} });
+  /** A new chat; `model` (an id of `listModels()`) is the model its runs use, by default the server's. */
+  createChat(title, model = null) {
+    const body = title ? { title } : {};
+    if (model) body.model = model;
+    return this.json("POST", "api/chats", { body });
+  }
+
+  /** The models a chat may use: `{models: [{id, label, default}]}`, the default first. */
+  listModels() {
+    return this.json("GET", "api/models");
+  }
+
+  /** Choose the chat's model (for its next runs); answers the chat. */
+  setChatModel(chatId, model) {
+    return this.json("PATCH", `api/chats/${encodeURIComponent(chatId)}`, { body: { model } });
   }
 
   getChat(chatId) {

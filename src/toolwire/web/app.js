@@ -14,6 +14,7 @@ import { Attachments, setFileSource } from "./attachments.js";
 import { Api, ApiError } from "./api.js";
 import { BranchControls } from "./branches.js";
 import { warmUpMarkdown } from "./markdown.js";
+import { ModelPicker } from "./models.js";
 import { ConversationView } from "./render.js";
 import { ChatSearch } from "./search.js";
 import { activeRun, pendingApprovals } from "./selectors.js";
@@ -58,10 +59,11 @@ class App {
       switchNo: $("switch-no"), search: $("search"), searchResults: $("search-results"), searchStatus: $("search-status"),
       composer: $("composer"), message: $("message"), send: $("send"), stop: $("stop"), composerHint: $("composer-hint"),
       rename: $("rename"), renameForm: $("rename-form"), renameTitle: $("rename-title"), renameCancel: $("rename-cancel"),
-      theme: $("theme"), suggestions: $("suggestions"),
+      theme: $("theme"), suggestions: $("suggestions"), modelPicker: $("model-picker"), model: $("model"),
     };
     this.api = null;
     this.attachments = new Attachments(doc, this.ui.composer, this.ui.message);
+    this.models = new ModelPicker(this.ui.modelPicker, this.ui.model, { onError: (error) => this.fail(error, this.ui.composerHint) });
     this.session = null;
     this.view = null;
     this.chats = [];
@@ -105,6 +107,7 @@ class App {
     this.ui.signedIn.textContent = "";
     this.search.clear(); // another person's results must not stay on screen
     this.who = this.showWho(this.api);
+    this.models.load(this.api);
     this.refreshChats();
     this.route();
   }
@@ -322,7 +325,7 @@ class App {
 
   async createChat(title = null) {
     try {
-      const chat = await this.api.createChat(title);
+      const chat = await this.api.createChat(title, this.models.choice());
       this.chats = [chat, ...this.chats.filter((c) => c.id !== chat.id)];
       this.ui.listMessage.textContent = "";
       this.drawChats();
@@ -382,6 +385,7 @@ class App {
     this.doc.title = "toolwire";
     this.endRename();
     this.ui.rename.hidden = true;
+    this.models.show(null, null); // a new chat starts on the default model, unless another is picked
     this.updateControls(null);
     this.drawChats();
   }
@@ -425,6 +429,8 @@ class App {
     this.running = running;
     // The last event drawn (tests wait on it; a person never sees it).
     this.ui.conversation.dataset.cursor = state.cursor ?? "";
+    // The chat's model once its GET answered; later changes are the picker's own (stored as they are made).
+    if (state.chat && this.models.chatId !== session.chatId) this.models.show(session.chatId, state.chat.model ?? null);
     if (state.chat) {
       // The list is fetched again after every run and rename; the chat itself only when it is opened.
       const listed = this.chats.find((c) => c.id === session.chatId)?.title;

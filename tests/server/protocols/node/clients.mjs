@@ -152,8 +152,9 @@ const commands = {
   },
 
   // `files`: FileUIPart objects ({ type: 'file', mediaType, filename, url }), as sendMessage({ files }) takes them.
-  async send({ name, text, files }) {
-    await chats.get(name).chat.sendMessage(files ? { text, files } : { text });
+  // `body`: extra fields of the request body (`sendMessage(message, { body })`), a model choice say.
+  async send({ name, text, files, body }) {
+    await chats.get(name).chat.sendMessage(files ? { text, files } : { text }, body ? { body } : undefined);
     return snapshot(name);
   },
 
@@ -214,7 +215,7 @@ const commands = {
   },
 
   // One AG-UI run with HttpAgent: every event it applied, its messages, and how the run ended.
-  async agui({ url, token, threadId, messages, text, messageId, runId, resume }) {
+  async agui({ url, token, threadId, messages, text, messageId, runId, resume, forwardedProps }) {
     const agent = new HttpAgent({
       url: `${url}/api/agui`,
       headers: { Authorization: `Bearer ${token}` },
@@ -226,7 +227,7 @@ const commands = {
     let failure = null;
     let finished = null;
     try {
-      await agent.runAgent({ runId, ...(resume ? { resume } : {}) }, {
+      await agent.runAgent({ runId, ...(resume ? { resume } : {}), ...(forwardedProps ? { forwardedProps } : {}) }, {
         onEvent: ({ event }) => { events.push(event); },
         onRunFinishedEvent: ({ outcome, interrupts }) => { finished = { outcome, interrupts: interrupts ?? null }; },
         onRunFailed: ({ error }) => { failure = String(error?.message ?? error); },
