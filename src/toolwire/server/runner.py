@@ -60,12 +60,13 @@ from anyio.lowlevel import checkpoint
 
 from .._queue import ItemQueue
 from ..agent import Agent, AgentRun, Approval as AgentApproval, RunResult, RunState
+from ..agent._approval import Restarted
 from ..events import Event, MessageEndEvent, ToolResultEvent, ToolStartedEvent, Usage
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
 from ..messages import InvalidToolCallPart, Message, ToolCallPart, ToolResultPart
-from ..store import MessageRow, RunStatus, Store, StoreUnavailable, User
-from ..store._recovery import interrupted_round
+from ..store import Continued, MessageRow, RunStatus, Store, StoreUnavailable, User
+from ..store._recovery import INTERRUPTED, ContinuedRound, interrupted_round
 from ..store.blobs import Files
 from .approvals import part_dicts, record_pause
 from .eventlog import LogEntry
@@ -312,6 +313,7 @@ class Runner:
         trace_context: Any = None,
         retry_seconds: float = STORE_RETRY_SECONDS,
         files: Files | None = None,
+        continued: Continued | None = None,
     ) -> None:
         self.user = user
         self.chat_id = chat_id
@@ -347,6 +349,15 @@ class Runner:
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy, notify=self._saved,
                                 retry_seconds=retry_seconds, files=files, user_id=user.id)
+        self.continued = continued
+        """Set when this process continues a run whose process stopped (docs/guides/durable-runs.md)."""
+        if continued is not None:
+            self._steps = continued.steps
+            if continued.round is not None:
+                # The round goes on under its step's index: its events follow those the stopped process published.
+                self._step, self._steps = continued.steps, continued.steps + 1
+                self._step_message = continued.round.message
+                self._results = list(continued.round.results)
 
     def _saved(self, saved: _Saved) -> None:
         """A round's rows are committed (called by the memory, in the agent's task, right after the commit)."""
@@ -474,11 +485,18 @@ class Runner:
             outcome.error = exc
             return
         try:
-            if self.resume is not None:
+            round_ = self.continued.round if self.continued is not None else None
+            if round_ is not None and round_.pending:
+                state, decisions = await self._continued_state(agent, round_)
+                stream = agent.stream(resume=state, approvals=decisions, conversation_id=self.chat_id,
+                                      trace_context=self.trace_context)
+            elif self.resume is not None:
                 state, decisions = self.resume
                 stream = agent.stream(resume=state, approvals=decisions, conversation_id=self.chat_id,
                                       trace_context=self.trace_context)
             else:
+                if round_ is not None:  # every call of the round has its result: it only needed storing
+                    await self._store_continued(round_)
                 stream = agent.stream(None, conversation_id=self.chat_id, trace_context=self.trace_context)
             async with stream as run:
                 try:
@@ -500,6 +518,30 @@ class Runner:
         finally:
             with anyio.CancelScope(shield=True):
                 await agent.aclose()
+
+    async def _continued_state(self, agent: Agent[Any],
+                               round_: ContinuedRound) -> tuple[RunState, dict[str, AgentApproval]]:
+        """The round a stopped process left, as a state the agent resumes: the calls that finished keep their
+        results, a call that had started runs again only if its tool is idempotent (else it is answered
+        `interrupted`), and a call that had not started is admitted as usual (`Restarted`)."""
+        history = await self.memory.load()
+        from_memory = not agent.own_history
+        state = RunState(message=round_.message, results=list(round_.results),
+                         conversation=[] if from_memory else history, conversation_length=len(history),
+                         step=min(self._steps - 1, agent.max_steps - 1), conversation_id=self.chat_id,
+                         from_memory=from_memory)
+        decisions: dict[str, AgentApproval] = {
+            call.id: Restarted(INTERRUPTED, started=call.id in round_.started) for call in state.pending}
+        return state, decisions
+
+    async def _store_continued(self, round_: ContinuedRound) -> None:
+        """Store a round whose calls all finished before its process stopped, and publish its rows."""
+        messages = [round_.message, Message.tool_results(list(round_.results))]
+        rows = await self._durably("storing the continued round", partial(
+            self.store.append_messages, self.chat_id, messages, run_id=self.run_id))
+        self._stored_calls.update(call.id for call in round_.message.parts if isinstance(call, ToolCallPart))
+        self._publish_saved(_Saved(messages=messages, rows=rows))
+        await self._flush()
 
     async def _pump(self, run: AgentRun[Any]) -> None:
         try:

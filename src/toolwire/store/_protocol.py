@@ -27,6 +27,7 @@ from ..messages import Message, ToolCallPart, ToolResultPart
 from ._records import (
     Chat,
     ChatPath,
+    Continued,
     Decision,
     MessageRow,
     PausedRun,
@@ -294,6 +295,13 @@ class Store(ChatMemory, Protocol):
         `None` when the run is not running with an expired lease any more (another process claimed
         it, or its owner renewed it).
         """
+        ...
+
+    async def take_over_run(self, run_id: str, *, owner: str, lease_seconds: float,
+                            continue_limit: int) -> Continued | Recovered | None:
+        """Claim an expired run to continue it in this process (`Continued`: its journal's round, its owner, how
+        many times it was continued), or, once it was continued `continue_limit` times, finish it as
+        `recover_run` does (`Recovered`). `None` as for `recover_run`."""
         ...
 
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:

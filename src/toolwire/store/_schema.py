@@ -135,6 +135,8 @@ runs = Table(
     Column("lease_expires_at", Float(), nullable=True),
     # The row the run's answer goes under: its user message, or the last row of the run it resumes.
     Column("leaf_id", String(64), nullable=True),
+    # How many times the run was continued after the process running it stopped (docs/guides/durable-runs.md).
+    Column("continuations", Integer(), nullable=False, server_default=text("0")),
     UniqueConstraint("chat_id", "run_number"),
     # One running-or-paused run per chat, enforced by the database itself.
     Index("uq_runs_one_active_per_chat", "chat_id", unique=True,

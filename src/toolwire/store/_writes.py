@@ -38,6 +38,7 @@ from ._records import (
     Approval,
     ApprovalStatus,
     Chat,
+    Continued,
     Decision,
     MessageKind,
     MessageRow,
@@ -51,7 +52,7 @@ from ._records import (
     new_id,
     utc_now,
 )
-from ._recovery import interrupted_round
+from ._recovery import continued_round, interrupted_round
 from ._schema import UTCDateTime, api_tokens, approvals, chats, messages, resume_claims, run_tool_calls, runs, users
 
 __all__ = ["DEFAULT_USER", "Earlier", "Writes", "approval_from", "chat_from", "message_row_from", "run_from"]
@@ -465,24 +466,38 @@ class Writes:
 
     def recover_run(self, conn: Connection, run_id: str, owner: str,
                     lease_seconds: float) -> tuple[Recovered, Chat | None] | None:
-        now = time.time()
-        claimed = conn.execute(update(runs).where(
-            runs.c.id == run_id, runs.c.status == "running", func.coalesce(runs.c.lease_expires_at, 0.0) < now,
-        ).values(lease_owner=owner, lease_expires_at=now + lease_seconds))
-        if claimed.rowcount != 1:
+        if not _claim_expired(conn, run_id, owner, lease_seconds):
+            return None
+        return self._end_interrupted(conn, run_id)
+
+    def take_over_run(self, conn: Connection, run_id: str, owner: str, lease_seconds: float,
+                      continue_limit: int) -> tuple[Continued | Recovered, Chat | None] | None:
+        """Claim an expired run and continue it here (`Continued`), or end it as `recover_run` does once it was
+        continued `continue_limit` times (`Recovered`); `None` when it is not running with an expired lease."""
+        if not _claim_expired(conn, run_id, owner, lease_seconds):
             return None
         row = conn.execute(_RUN_BY_ID, {"b_run": run_id}).one()
-        journal = list(conn.execute(select(run_tool_calls).where(run_tool_calls.c.run_id == run_id)
-                                    .order_by(run_tool_calls.c.created_at)))
-        committed = [r.message_json for r in conn.execute(
-            select(messages.c.message_json).where(messages.c.run_id == run_id, messages.c.kind == "tools_aggregate"))]
-        step_message = Message.from_json(row.step_message) if row.step_message else None
-        round_ = interrupted_round(
-            step_message=step_message,
-            calls=[call_adapter.validate_json(j.call_json) for j in journal if j.call_json],
-            results=[result_adapter.validate_json(j.result_json) for j in journal if j.result_json],
-            committed=[m for text in committed for m in load_messages(text)],
-        )
+        if row.continuations >= continue_limit:
+            return self._end_interrupted(conn, run_id)
+        conn.execute(update(runs).where(runs.c.id == run_id).values(continuations=runs.c.continuations + 1))
+        step_message, calls, results, committed = _journal(conn, row)
+        owner_row = conn.execute(select(users.c.id, users.c.name).join(chats, chats.c.user_id == users.c.id)
+                                 .where(chats.c.id == row.chat_id)).one()
+        stored = list(conn.execute(select(messages.c.id, messages.c.kind).where(messages.c.run_id == run_id)
+                                   .order_by(messages.c.sequence_number)))
+        steps = sum(1 for r in stored if r.kind in ("assistant", "tools_aggregate"))
+        run = self.run_where(conn, runs.c.id == run_id)
+        assert run is not None
+        return Continued(run=run, user=User(id=owner_row.id, name=owner_row.name),
+                         continuation=row.continuations + 1, steps=steps,
+                         last_row_id=stored[-1].id if stored else None,
+                         round=continued_round(step_message=step_message, calls=calls, results=results,
+                                               committed=committed)), None
+
+    def _end_interrupted(self, conn: Connection, run_id: str) -> tuple[Recovered, Chat | None]:
+        row = conn.execute(_RUN_BY_ID, {"b_run": run_id}).one()
+        step_message, calls, results, committed = _journal(conn, row)
+        round_ = interrupted_round(step_message=step_message, calls=calls, results=results, committed=committed)
         rows, chat = self.insert_rows(conn, row.chat_id, [("tools_aggregate", round_)], run_id=run_id) \
             if round_ else ([], None)
         error = {"code": "interrupted", "message": "The server running this run stopped before it finished; its "
@@ -498,3 +513,26 @@ class Writes:
             state_id=state_id, conversation_id=conversation_id, claimed_at=utc_now(),
         ).on_conflict_do_nothing(index_elements=["state_id"]))
         return bool(result.rowcount == 1)
+
+
+def _claim_expired(conn: Connection, run_id: str, owner: str, lease_seconds: float) -> bool:
+    """Take the lease of a running run whose lease expired; `False` if it is not such a run (any more)."""
+    now = time.time()
+    claimed = conn.execute(update(runs).where(
+        runs.c.id == run_id, runs.c.status == "running", func.coalesce(runs.c.lease_expires_at, 0.0) < now,
+    ).values(lease_owner=owner, lease_expires_at=now + lease_seconds))
+    return bool(claimed.rowcount == 1)
+
+
+def _journal(conn: Connection, row: Row[Any]) -> tuple[Message | None, list[ToolCallPart], list[ToolResultPart],
+                                                       list[Message]]:
+    """A run's journal: the step message, the calls started and the results finished (oldest first), and the
+    messages of the rounds it committed (whose calls the journal may still hold)."""
+    journal = list(conn.execute(select(run_tool_calls).where(run_tool_calls.c.run_id == row.id)
+                                .order_by(run_tool_calls.c.created_at)))
+    committed = [r.message_json for r in conn.execute(
+        select(messages.c.message_json).where(messages.c.run_id == row.id, messages.c.kind == "tools_aggregate"))]
+    return (Message.from_json(row.step_message) if row.step_message else None,
+            [call_adapter.validate_json(j.call_json) for j in journal if j.call_json],
+            [result_adapter.validate_json(j.result_json) for j in journal if j.result_json],
+            [m for text in committed for m in load_messages(text)])

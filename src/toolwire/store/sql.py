@@ -77,6 +77,7 @@ from ._records import (
     Approval,
     Chat,
     ChatPath,
+    Continued,
     Decision,
     MessageRow,
     PausedRun,
@@ -662,6 +663,14 @@ class SQLStore:
         recovered = await self._write(partial(self._writes.recover_run, run_id=run_id, owner=owner,
                                               lease_seconds=lease_seconds), after_commit=self._chats_put_second)
         return recovered[0] if recovered is not None else None
+
+    @_shielded
+    async def take_over_run(self, run_id: str, *, owner: str, lease_seconds: float,
+                            continue_limit: int) -> Continued | Recovered | None:
+        taken = await self._write(partial(self._writes.take_over_run, run_id=run_id, owner=owner,
+                                          lease_seconds=lease_seconds, continue_limit=continue_limit),
+                                  after_commit=self._chats_put_second)
+        return taken[0] if taken is not None else None
 
     @_shielded
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
