@@ -72,6 +72,7 @@ from .approvals import part_dicts, record_pause
 from .eventlog import LogEntry
 from .events import RunPublisher, usage_dict
 from .file_parts import keep_result_files, resolve, without_data
+from .journal import Journal
 from .limits import RateLimiter, ResultPolicy
 from .signals import CancelReason, RunWatch
 
@@ -144,86 +145,6 @@ class _Saved:
 _BATCH = 8
 """The most events published in one append while more are waiting: followers run at least this often during
 a burst, so they keep up with it even when the log keeps only a few dozen events per chat."""
-
-
-class _Journal:
-    """The run's journal writes (and its tool-call accounting), done in order by one task, behind the events.
-
-    `add_call`, `add_result`, `add_step` and `add` never wait; `drained` returns once every write added so far
-    is committed. The task takes whatever has been added when it gets to run and writes the journal's part of
-    it in one store operation (`write_parts`): the entries a burst of events adds (a round's calls, its
-    message, its results) cost one operation of the store's group commit, not one each. A write that fails
-    (after its own retries) raises in `run`, which stops the run's task group: the run fails as it did when
-    the consumer made the write itself.
-    """
-
-    __slots__ = ("_idle", "_pending", "_write_parts", "_writes")
-
-    def __init__(self, write_parts: Callable[[list[ToolCallPart], list[ToolResultPart], Message | None],
-                                             Awaitable[object]]) -> None:
-        self._writes: ItemQueue[_JournalItem] = ItemQueue()
-        self._write_parts = write_parts
-        self._pending = 0
-        self._idle: anyio.Event | None = None
-
-    def add_call(self, call: ToolCallPart) -> None:
-        self._put(("call", call))
-
-    def add_result(self, result: ToolResultPart) -> None:
-        self._put(("result", result))
-
-    def add_step(self, message: Message) -> None:
-        self._put(("step", message))
-
-    def add(self, write: Callable[[], Awaitable[object]]) -> None:
-        self._put(("write", write))
-
-    def _put(self, item: _JournalItem) -> None:
-        self._pending += 1
-        self._writes.put(item)
-
-    async def run(self) -> None:
-        writes = self._writes
-        while (first := await writes.get()) is not None:
-            taken = [first]
-            while (more := writes.get_nowait()) is not None:
-                taken.append(more)
-            calls: list[ToolCallPart] = []
-            results: list[ToolResultPart] = []
-            step: Message | None = None
-            others: list[Callable[[], Awaitable[object]]] = []
-            for kind, payload in taken:
-                if kind == "call":
-                    calls.append(payload)  # type: ignore[arg-type]
-                elif kind == "result":
-                    results.append(payload)  # type: ignore[arg-type]
-                elif kind == "step":
-                    step = payload  # type: ignore[assignment]  # the column holds the latest step's message
-                else:
-                    others.append(payload)  # type: ignore[arg-type]
-            if calls or results or step is not None:
-                await self._write_parts(calls, results, step)
-            for write in others:
-                await write()
-            self._pending -= len(taken)
-            if not self._pending and self._idle is not None:
-                self._idle.set()
-                self._idle = None
-
-    async def drained(self) -> None:
-        """Wait until every write added so far is committed (`run` must be running)."""
-        if self._pending:
-            if self._idle is None:
-                self._idle = anyio.Event()
-            await self._idle.wait()
-
-    def end(self) -> None:
-        """No more writes: `run` returns once it has done those added."""
-        self._writes.end()
-
-
-_JournalItem: TypeAlias = (tuple[Literal["call"], ToolCallPart] | tuple[Literal["result"], ToolResultPart]
-                           | tuple[Literal["step"], Message] | tuple[Literal["write"], Callable[[], Awaitable[object]]])
 
 
 _ChannelItem: TypeAlias = (tuple[Literal["item"], Any] | tuple[Literal["saved"], _Saved]
@@ -332,7 +253,7 @@ class Runner:
         self._pending: deque[_Saved] = deque()
         self._out: list[LogEntry] = []
         """Entries numbered and not yet appended to the log (appended in order, every one, by `_flush`)."""
-        self._journal = _Journal(self._write_journal)
+        self._journal = Journal(self._write_journal)
         self._stored_calls: set[str] = set()
         """Ids of the calls whose round is committed: their journal entries are no longer written (recovery leaves
         a committed round's calls alone), so a round the agent stores before the journal task gets to it is written
@@ -349,6 +270,8 @@ class Runner:
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy, notify=self._saved,
                                 retry_seconds=retry_seconds, files=files, user_id=user.id)
+        self._cut_off: Message | None = None
+        """Text a failure cut off in a step without calls, which the agent did not store (`_left_over`)."""
         self.continued = continued
         """Set when this process continues a run whose process stopped (docs/guides/durable-runs.md)."""
         if continued is not None:
@@ -510,6 +433,7 @@ class Runner:
                         await self._journal.drained()
                 finally:
                     outcome.usage = run.usage
+                    self._cut_off = _cut_off_text(run.messages, self._committed)
                 if outcome.error is None:
                     outcome.result = run.result
                     outcome.usage = run.result.usage
@@ -734,14 +658,30 @@ class Runner:
 
     def _left_over(self, outcome: _Outcome) -> list[Message] | None:
         """What the run finished but the store did not take while it was away: the round the agent handed over,
-        or else the round the run was in, its finished results kept and the others answered `interrupted`."""
+        or else the round the run was in, its finished results kept and the others answered `interrupted`. Or,
+        for a run a failure ended mid-answer (a provider error), the text it had streamed in a step without
+        calls: the agent keeps such a message in the run but not in its memory, and it is stored here, marked
+        incomplete, so that a reload shows what the person saw."""
         if self.memory.unsaved is not None:
             return self.memory.unsaved
         if _store_outage(outcome.error) is None:
+            if outcome.error is not None and outcome.cancelled is None and self._cut_off is not None:
+                return [self.policy.message(self._cut_off)]
             return None
         round_ = interrupted_round(step_message=self._step_message, calls=self._calls, results=self._results,
                                    committed=self._committed)
         return [self.policy.message(m) for m in round_] if round_ else None
+
+
+def _cut_off_text(messages: Sequence[Message], committed: Sequence[Message]) -> Message | None:
+    """The run's last message when it is text the response was cut off in (marked incomplete, no calls) that
+    was not stored (`committed`); else `None`."""
+    last = messages[-1] if messages else None
+    if last is None or last.role != "assistant" or last.metadata.get("incomplete") is not True or not last.text:
+        return None
+    if any(isinstance(p, (ToolCallPart, InvalidToolCallPart)) for p in last.parts):
+        return None
+    return None if any(m is last or m == last for m in committed) else last
 
 
 def _store_outage(error: BaseException | None) -> StoreUnavailable | None:
