@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
+import orjson
 import pytest
 
 from tests.server.support import GateServer, ServerProcess, calls, read_events, text, until
@@ -52,3 +54,50 @@ async def test_a_killed_and_restarted_server_continues_its_run(gate: GateServer,
     finally:
         server.stop()
         gate.release_tool("card")  # let the orphaned request at the gate go
+
+
+async def test_text_checkpointed_while_streaming_is_kept_when_the_run_cannot_go_on(gate: GateServer,
+                                                                                   tmp_path: Path) -> None:
+    """With continuing turned off, a run killed mid-answer is ended: the text its step had checkpointed is stored,
+    marked incomplete (the page shows "Incomplete: the answer stopped here.")."""
+    import sqlite3
+
+    database = tmp_path / "cut.db"
+    server = ServerProcess(db_url=f"sqlite:///{database}", gate_url=gate.url, folder=tmp_path,
+                           args=["--max-continuations", "0"], lease_seconds=1.0)
+    words = [f"word{i} " for i in range(400)]
+    script = gate.script("long", text("".join(words), chunks=words), gated=True)
+
+    def checkpointed() -> str | None:
+        with sqlite3.connect(database) as db:
+            row = db.execute("SELECT step_text FROM runs WHERE status = 'running'").fetchone()
+        return row[0] if row else None
+
+    script.release(2)
+    server.start()
+    try:
+        async with server.api() as api:
+            chat = await api.new_chat()
+            async with api.send(chat, "[[long]] write at length") as response:
+                async for event in read_events(response):
+                    if event.type == "text_delta":
+                        break
+            with anyio.fail_after(30):
+                while checkpointed() is None:  # a checkpoint is written a second into the step
+                    script.release(1)
+                    await anyio.sleep(0.05)
+            saved = orjson.loads(checkpointed() or "{}")
+            server.kill()
+        server.start()
+        async with server.api() as api:
+            with anyio.fail_after(30):
+                while (await api.chat(chat))["active_run"] is not None:  # noqa: ASYNC110 - another process
+                    await anyio.sleep(0.1)
+            rows = await api.rows(chat)
+        assert [r["kind"] for r in rows] == ["user", "assistant"]
+        [message] = rows[1]["messages"]
+        assert message["metadata"] == {"incomplete": True}
+        assert message["parts"][0]["text"] == saved["text"] and saved["step"] == 0
+        assert "".join(words).startswith(saved["text"]) and len(saved["text"]) > 0
+    finally:
+        server.stop()

@@ -62,3 +62,30 @@ async def test_a_running_run_of_the_previous_schema_is_continued_after_the_upgra
         await anyio.sleep(0.1)
         taken = await store.take_over_run(started.run.id, owner="p", lease_seconds=30, continue_limit=1)
         assert isinstance(taken, Continued) and taken.continuation == 1
+
+
+async def test_a_run_that_cannot_go_on_keeps_its_checkpointed_text_as_an_incomplete_row(store: SQLStore) -> None:
+    _, chat_id = await new_chat(store)
+    started = await start(store, chat_id, lease=0.05)
+    run_id = started.run.id
+    first = Message(role="assistant", parts=[call("c0")])
+    await store.append_messages(chat_id, [first, Message.tool_results([result("c0", 0)])], run_id=run_id)
+    await store.record_step_text(run_id, 0, "Stale: the text of the step stored above.")
+    await store.record_step_text(run_id, 1, "The answer was half")
+    await anyio.sleep(0.1)
+    ended = await store.take_over_run(run_id, owner="p", lease_seconds=30, continue_limit=0)
+    assert isinstance(ended, Recovered)
+    [row] = ended.rows
+    assert row.kind == "assistant" and row.messages[0].text == "The answer was half"
+    assert row.messages[0].metadata == {"incomplete": True}
+
+
+async def test_a_checkpoint_of_a_step_stored_since_is_not_stored_again(store: SQLStore) -> None:
+    _, chat_id = await new_chat(store)
+    started = await start(store, chat_id, lease=0.05)
+    run_id = started.run.id
+    await store.record_step_text(run_id, 0, "Whole answ")
+    await store.append_messages(chat_id, [Message.assistant("Whole answer.")], run_id=run_id)
+    await anyio.sleep(0.1)
+    ended = await store.recover_run(run_id, owner="p", lease_seconds=30)
+    assert ended is not None and ended.rows == []

@@ -61,7 +61,7 @@ from anyio.lowlevel import checkpoint
 from .._queue import ItemQueue
 from ..agent import Agent, AgentRun, Approval as AgentApproval, RunResult, RunState
 from ..agent._approval import Restarted
-from ..events import Event, MessageEndEvent, ToolResultEvent, ToolStartedEvent, Usage
+from ..events import Event, MessageEndEvent, TextDelta, ToolResultEvent, ToolStartedEvent, Usage
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
 from ..messages import InvalidToolCallPart, Message, ToolCallPart, ToolResultPart
@@ -141,6 +141,14 @@ class _Saved:
     rows: list[MessageRow]
     published: bool = False
 
+
+TEXT_CHECKPOINT_SECONDS = 1.0
+TEXT_CHECKPOINT_BYTES = 8192
+"""The text a step streams is checkpointed (`Store.record_step_text`, through the journal task) once it has grown by
+`TEXT_CHECKPOINT_BYTES` characters or `TEXT_CHECKPOINT_SECONDS` have passed since the last checkpoint, whichever
+comes first: a crash loses at most about a second (or 8 KiB) of an answer, and a streaming run adds about one small
+write a second to the store's group commit (a model writes a few hundred characters a second), not one per
+delta. The text is stored, marked incomplete, only when the run cannot be continued (docs/guides/durable-runs.md)."""
 
 _BATCH = 8
 """The most events published in one append while more are waiting: followers run at least this often during
@@ -270,6 +278,11 @@ class Runner:
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy, notify=self._saved,
                                 retry_seconds=retry_seconds, files=files, user_id=user.id)
+        self._text: list[str] = []
+        """The text the open step streamed so far, and when and how far it was last checkpointed."""
+        self._text_size = 0
+        self._text_saved_size = 0
+        self._text_saved_at = 0.0
         self._cut_off: Message | None = None
         """Text a failure cut off in a step without calls, which the agent did not store (`_left_over`)."""
         self.continued = continued
@@ -531,6 +544,9 @@ class Runner:
         if self._step is None:
             self._step = self._steps
             self._steps += 1
+            if self._text:
+                self._text, self._text_size, self._text_saved_size = [], 0, 0
+            self._text_saved_at = time.monotonic()  # a step answering within a second writes no checkpoint
             self._out.append(self.publisher.run_entry("step_started", self._step))
         return self._step
 
@@ -547,7 +563,16 @@ class Runner:
         step = self._open_step()
         # Journal writes go to the journal task, in order, behind the event (see the module docstring).
         kind = type(event)
-        if kind is ToolStartedEvent:
+        if kind is TextDelta:
+            assert isinstance(event, TextDelta)
+            text = self._text
+            text.append(event.text)
+            self._text_size += len(event.text)
+            # The clock is read every 8th delta only: this is the busiest path of a run.
+            if self._text_size - self._text_saved_size >= TEXT_CHECKPOINT_BYTES or (
+                    not len(text) & 7 and time.monotonic() - self._text_saved_at >= TEXT_CHECKPOINT_SECONDS):
+                self._checkpoint_text(step)
+        elif kind is ToolStartedEvent:
             assert isinstance(event, ToolStartedEvent)
             call = event.call
             self._calls.append(call)
@@ -567,6 +592,15 @@ class Runner:
                 self._step_message = message  # only a round with calls is recovered
                 self._journal.add_step(message)
         self._out.append(self.publisher.event_entry(event, step))
+
+    def _checkpoint_text(self, step: int) -> None:
+        """Write the step's text so far behind the events (see `TEXT_CHECKPOINT_SECONDS`)."""
+        text = "".join(self._text)
+        self._text = [text]
+        self._text_saved_size = self._text_size
+        self._text_saved_at = time.monotonic()
+        self._journal.add(partial(self._durably, "checkpointing a step's text",
+                                  partial(self.store.record_step_text, self.run_id, step, text)))
 
     def _publish_saved(self, saved: _Saved) -> None:
         """Number a stored round's `message_saved` rows (and `step_finished`): they go out with the next append,

@@ -253,6 +253,10 @@ class Store(ChatMemory, Protocol):
         """The runs that the chat's rows after `after` belong to, in run order, with their decisions."""
         ...
 
+    async def record_step_text(self, run_id: str, step: int, text: str) -> None:
+        """Remember the text step `step` has streamed so far (for a run that cannot be continued after a crash)."""
+        ...
+
     async def record_step_message(self, run_id: str, message: Message) -> None:
         """Remember the assistant message of the step in progress (for recovery)."""
         ...

@@ -21,7 +21,7 @@ import orjson
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, Row, bindparam, case, delete, func, insert, select, update
 
-from ..messages import Message, ToolCallPart, ToolResultPart, dump_messages, load_messages
+from ..messages import Message, TextPart, ToolCallPart, ToolResultPart, dump_messages, load_messages
 from . import _tree as tree
 from ._protocol import (
     ApprovalDecided,
@@ -113,7 +113,7 @@ def run_conflict(run: Run) -> RunConflict:
                        "GET /api/chats/{id}/stream, or cancel it, before sending a new message.", run=run)
 
 
-_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message")]
+_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message", "step_text")]
 """What `run_from` reads (a run's saved state can be large and stays behind)."""
 
 _NOW = bindparam("b_now", type_=UTCDateTime())
@@ -141,7 +141,7 @@ _INSERT_MESSAGE = insert(messages)
 _CLOSE_RUN = (update(runs).where(runs.c.id == bindparam("b_run"), runs.c.status == "running").values(
     status=bindparam("b_status"), usage_json=bindparam("b_usage"), error_json=bindparam("b_error"),
     steps=bindparam("b_steps"), event_count=bindparam("b_events"), paused_state=bindparam("b_state"),
-    step_message=None, finished_at=_NOW, lease_owner=None, lease_expires_at=None))
+    step_message=None, step_text=None, finished_at=_NOW, lease_owner=None, lease_expires_at=None))
 _FORGET_JOURNAL = delete(run_tool_calls).where(run_tool_calls.c.run_id == bindparam("b_run"))
 _RUN_BY_ID = select(runs).where(runs.c.id == bindparam("b_run"))
 
@@ -402,6 +402,11 @@ class Writes:
         return Resumption(run=run, paused=paused, decisions=decided), chat
 
     @staticmethod
+    def record_step_text(conn: Connection, run_id: str, step: int, text: str) -> None:
+        conn.execute(update(runs).where(runs.c.id == run_id, runs.c.status == "running")
+                     .values(step_text=_dumps({"step": step, "text": text})))
+
+    @staticmethod
     def record_step_message(conn: Connection, run_id: str, message_json: str) -> None:
         conn.execute(_RECORD_STEP, {"b_run": run_id, "b_message": message_json})
 
@@ -498,8 +503,11 @@ class Writes:
         row = conn.execute(_RUN_BY_ID, {"b_run": run_id}).one()
         step_message, calls, results, committed = _journal(conn, row)
         round_ = interrupted_round(step_message=step_message, calls=calls, results=results, committed=committed)
-        rows, chat = self.insert_rows(conn, row.chat_id, [("tools_aggregate", round_)], run_id=run_id) \
-            if round_ else ([], None)
+        groups: list[tuple[MessageKind, list[Message]]] = [("tools_aggregate", round_)] if round_ else []
+        cut = _cut_text(row, conn) if not round_ else None
+        if cut is not None:  # the text its step had streamed, as far as it was checkpointed
+            groups.append(("assistant", [cut]))
+        rows, chat = self.insert_rows(conn, row.chat_id, groups, run_id=run_id) if groups else ([], None)
         error = {"code": "interrupted", "message": "The server running this run stopped before it finished; its "
                                                    "finished tool results were kept. Send a new message to go on."}
         self.close_run(conn, run_id, status="interrupted", usage=_loads(row.usage_json), error=error, steps=row.steps,
@@ -536,3 +544,16 @@ def _journal(conn: Connection, row: Row[Any]) -> tuple[Message | None, list[Tool
             [call_adapter.validate_json(j.call_json) for j in journal if j.call_json],
             [result_adapter.validate_json(j.result_json) for j in journal if j.result_json],
             [m for text in committed for m in load_messages(text)])
+
+
+def _cut_text(row: Row[Any], conn: Connection) -> Message | None:
+    """The checkpointed text of the step a dead run was in, as an assistant message marked incomplete; `None` when
+    there is none, or when it belongs to a step the run has stored since (its index is below the stored steps)."""
+    checkpoint = _loads(row.step_text)
+    if not checkpoint or not checkpoint.get("text"):
+        return None
+    stored = conn.execute(select(func.count()).select_from(messages).where(
+        messages.c.run_id == row.id, messages.c.kind.in_(("assistant", "tools_aggregate")))).scalar_one()
+    if checkpoint.get("step") != stored:
+        return None
+    return Message(role="assistant", parts=[TextPart(text=str(checkpoint["text"]))], metadata={"incomplete": True})

@@ -560,6 +560,10 @@ class SQLStore:
         return [RunSummary(run=run, decisions=decided.get(run.resumed_from or "", [])) for run in found]
 
     @_shielded
+    async def record_step_text(self, run_id: str, step: int, text: str) -> None:
+        await self._write(partial(Writes.record_step_text, run_id=run_id, step=step, text=text))
+
+    @_shielded
     async def record_step_message(self, run_id: str, message: Message) -> None:
         await self._write(partial(Writes.record_step_message, run_id=run_id, message_json=message.to_json().decode()))
 
@@ -681,6 +685,6 @@ class SQLStore:
 _USER_FOR_TOKEN = (select(users.c.id, users.c.name).join(api_tokens, api_tokens.c.user_id == users.c.id)
                    .where(api_tokens.c.token_hash == bindparam("b_hash"), api_tokens.c.revoked_at.is_(None)))
 _CHAT_BY_ID = select(chats).where(chats.c.id == bindparam("b_chat"))
-_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message")]
+_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message", "step_text")]
 """What `run_from` reads (a run's saved state can be large and stays behind)."""
 _ACTIVE_RUN = select(*_RUN_COLUMNS).where(runs.c.chat_id == bindparam("b_chat"), runs.c.status == "running")
