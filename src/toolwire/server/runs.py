@@ -195,6 +195,9 @@ class RunManager:
             return True
         return False
 
+    def _full(self) -> bool:
+        return self.max_runs is not None and len(self._local) >= self.max_runs
+
     @property
     def running(self) -> int:
         return len(self._local)
@@ -261,8 +264,8 @@ class RunManager:
             done: Recovered | Continued | None
             if self.max_continuations <= 0:
                 done = await self.store.recover_run(run.id, owner=self.owner, lease_seconds=self.lease_seconds)
-            elif self._stopping or self._tg is None:
-                continue  # a stopping server starts nothing: the run is another server's (or its next start's)
+            elif self._stopping or self._tg is None or self._full():
+                continue  # a stopping (or full) server starts nothing: the run is another server's, or its next start's
             else:
                 done = await self.store.take_over_run(run.id, owner=self.owner, lease_seconds=self.lease_seconds,
                                                       continue_limit=self.max_continuations)
