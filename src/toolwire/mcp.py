@@ -491,8 +491,13 @@ class MCPServer(Toolset):
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
         description = listed.description or listed.title or ""
+        # A read-only tool changes nothing, so running it twice is as safe as an idempotent one (MCP defines
+        # `idempotentHint` for tools that do write); a continued run may run either again (durable-runs.md).
+        hints = listed.annotations
+        idempotent = hints is not None and bool(hints.read_only_hint or hints.idempotent_hint)
         made = Tool.from_schema(name, description, schema, call_mcp_tool, timeout=self.timeout,
-                                requires_approval=self.requires_approval, retries=self.retries)
+                                requires_approval=self.requires_approval, retries=self.retries,
+                                idempotent=idempotent)
         made.tool_type = "extension"
         return made
 

@@ -177,6 +177,9 @@ class Tool(Generic[P, R]):
         strict: Ask the provider to follow the schema exactly (OpenAI `strict`), when not `None`.
         retries: How many times in a row the tool may raise `ModelRetry` in one run before the run stops
             with `ToolRetriesExceeded`; `None` takes the agent's `retries`.
+        idempotent: Running the same call twice has the effect of running it once, so a server continuing a
+            run whose process stopped while the call ran runs it again (docs/guides/durable-runs.md); other
+            calls that were cut off that way are answered `interrupted` instead.
         function: The function itself.
     """
 
@@ -187,6 +190,7 @@ class Tool(Generic[P, R]):
     requires_approval: bool | ApprovalPredicate
     strict: bool | None
     retries: int | None
+    idempotent: bool
     function: Callable[P, R]
     tool_type: str = "function"
     """The kind of tool, for telemetry (`gen_ai.tool.type`): `"function"`, or `"extension"` for one an MCP
@@ -202,10 +206,12 @@ class Tool(Generic[P, R]):
         requires_approval: bool | ApprovalPredicate = False,
         strict: bool | None = None,
         retries: int | None = None,
+        idempotent: bool = False,
     ) -> None:
         if not callable(function):
             raise UserError(f"A tool needs a function; got {function!r}.")
         self.retries = check_retries(retries, "retries")
+        self.idempotent = idempotent
         self.function = function
         self.name = name or getattr(function, "__name__", "") or type(function).__name__
         doc = _parse_docstring(inspect.getdoc(function) or "")
@@ -228,6 +234,7 @@ class Tool(Generic[P, R]):
         requires_approval: bool | ApprovalPredicate = False,
         strict: bool | None = None,
         retries: int | None = None,
+        idempotent: bool = False,
     ) -> Tool[..., Any]:
         """A tool from a hand-written JSON schema; `function` is called with the arguments as keywords.
 
@@ -237,6 +244,7 @@ class Tool(Generic[P, R]):
         """
         self: Tool[..., Any] = cls.__new__(cls)
         self.retries = check_retries(retries, "retries")
+        self.idempotent = idempotent
         self.function = function
         self.name = name
         self.description = description
@@ -312,6 +320,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     strict: bool | None = None,
     retries: int | None = None,
+    idempotent: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -325,6 +334,7 @@ def tool(
     requires_approval: bool | ApprovalPredicate = False,
     strict: bool | None = None,
     retries: int | None = None,
+    idempotent: bool = False,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a function a `Tool`: use bare (`@tool`) or with options (`@tool(timeout=5)`).
 
@@ -338,11 +348,13 @@ def tool(
         strict: Ask the provider to follow the schema exactly (OpenAI `strict`).
         retries: How many times in a row the tool may raise `ModelRetry` in one run (default: the agent's
             `retries`); one more stops the run with `ToolRetriesExceeded`.
+        idempotent: Running a call twice does what running it once does (a read, an upsert by key): a server
+            continuing a run after its process stopped runs such a call again if it had not finished.
     """
 
     def wrap(fn: Callable[P, R]) -> Tool[P, R]:
         return Tool(fn, name=name, description=description, timeout=timeout,
-                    requires_approval=requires_approval, strict=strict, retries=retries)
+                    requires_approval=requires_approval, strict=strict, retries=retries, idempotent=idempotent)
 
     if function is not None:
         return wrap(function)

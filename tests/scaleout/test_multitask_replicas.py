@@ -98,7 +98,7 @@ async def test_two_messages_at_once_on_two_replicas_get_one_order(replica: Repli
 
 
 async def test_a_queue_behind_a_dead_replica_is_started_by_another(replica: Replica, gate: GateServer) -> None:
-    a, b = replica(), replica()
+    a, b = replica("--max-continuations", "0"), replica("--max-continuations", "0")  # the dead run ends
     gate.script("goes-on", text("Answered by the replica that lived."))
     async with a.api() as on_a, b.api() as on_b, anyio.create_task_group() as tg:
         chat, _, _ = await start_tool_run(on_a, gate, tg, "dies", "dies-never")  # its replica is killed

@@ -177,7 +177,7 @@ async def test_one_active_run_per_chat_across_replicas(replica: Replica, gate: G
 async def test_a_replica_killed_mid_tool_is_recovered_by_another_and_every_follower_closes(
         replica: Replica, gate: GateServer) -> None:
     lease = 1.0
-    a, b, c = (replica(lease_seconds=lease) for _ in range(3))
+    a, b, c = (replica("--max-continuations", "0", lease_seconds=lease) for _ in range(3))  # ended, not continued
     gate.script("die", calls(("sleepy", {"seconds": 0.01, "label": "finished-first"}),
                              ("gated", {"label": "dies-here"}), preamble="Two tools."))
     gate.script("after-death", text("Still here."))

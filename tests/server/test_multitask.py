@@ -280,7 +280,7 @@ async def test_queued_messages_keep_their_order_and_can_be_cancelled(server: Ser
 
 async def test_a_queued_message_survives_a_restart(serve: Callable[..., ServerProcess], gate: GateServer) -> None:
     async with anyio.create_task_group() as tg:
-        server = serve()
+        server = serve("--max-continuations", "0")  # the dead run ends `interrupted`; the queue goes on
         gate.script("kept", text("Answered after the restart."))
         async with server.api("alice") as alice:
             chat, _events, _ended = await start_tool_run(alice, gate, tg, "crash", "crash-never")

@@ -153,7 +153,7 @@ async def until_journaled(db_url: str, tool_name: str) -> None:
 
 async def test_a_server_killed_mid_tool_leaves_a_usable_chat(serve: Callable[..., ServerProcess],
                                                             gate: GateServer) -> None:
-    server = serve(lease_seconds=1.0)
+    server = serve("--max-continuations", "0", lease_seconds=1.0)  # ended, not continued (durable-runs.md)
     gate.script("crash", calls(("sleepy", {"seconds": 0.01, "label": "finished"}), ("gated", {"label": "crash-tool"}),
                                preamble="Two tools."))
     gate.script("after-crash", text("Back again."))

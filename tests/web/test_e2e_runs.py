@@ -136,6 +136,12 @@ def test_a_provider_error_is_a_clear_line_and_the_run_says_it_failed(served: Ser
     assert page.conversation_text().count("The service is overloaded") == 1
     assert "(overloaded)" not in page.conversation_text() and "run_" not in page.conversation_text()
     expect(page.page.locator("#send")).to_be_enabled()
+    # The text it had streamed was stored, marked incomplete: a reload shows it with the page's note.
+    page.reload()
+    block = page.page.locator(".text-block").first
+    expect(block).to_have_class("text-block incomplete")
+    expect(block.locator(".md")).to_contain_text("The report covers")
+    expect(block.locator(".incomplete-note")).to_have_text("Incomplete: the answer stopped here.")
 
 
 def test_stop_cancels_the_run_and_its_running_tool(served: ServerProcess, gate: GateServer, web: Open) -> None:

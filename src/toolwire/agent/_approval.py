@@ -44,7 +44,7 @@ from ..messages import InvalidToolCallPart, Message, ToolCallPart, ToolResultPar
 from ._execute import results_in_order
 from ._history import validate_history
 
-__all__ = ["Approval", "Denial", "RunState", "StateKey", "decisions_for", "new_state_id"]
+__all__ = ["Approval", "Denial", "Restarted", "RunState", "StateKey", "decisions_for", "new_state_id"]
 
 STATE_VERSION = 2
 
@@ -59,6 +59,16 @@ class Denial:
     """A decision not to run a call; `message` is the error result the model reads instead."""
 
     message: str = DENIED
+
+
+@dataclass(frozen=True, slots=True)
+class Restarted(Denial):
+    """The decision on a call of a round continued in another process after the one playing it stopped (the
+    server's durable runs, docs/guides/durable-runs.md). A call that had `started` runs again only when its tool
+    is idempotent; otherwise it is answered with `message` (its effect is unknown, and the model is told so). A
+    call that had not started is admitted as in any round: a person approves it first when its tool says so."""
+
+    started: bool = True
 
 
 Approval: TypeAlias = bool | Denial

@@ -49,7 +49,7 @@ from ..models import ModelResponse
 from ..settings import ModelSettings
 from ..telemetry import RunTrace
 from ..tools import RunContext, ToolDefinition, approval_needed
-from ._approval import Denial
+from ._approval import Denial, Restarted
 from ._config import RunConfig
 from ._execute import (
     CANCELLED,
@@ -339,11 +339,16 @@ class RoundPlayer:
         prepared = round_.toolbox.prepare(call, context)
         if not isinstance(prepared, Prepared):
             return prepared
-        if call.id in round_.decisions:
-            denial = round_.decisions[call.id]
-            if denial is not None:
+        decided = call.id in round_.decisions
+        denial = round_.decisions.get(call.id)
+        if isinstance(denial, Restarted):  # a continued round: see `Restarted`
+            if denial.started and not prepared.tool.idempotent:
                 return error_result(call, denial.message)
-        elif await _needs_approval(prepared, context, config.requires_approval):
+            decided = denial.started
+            denial = None
+        if denial is not None:
+            return error_result(call, denial.message)
+        if not decided and await _needs_approval(prepared, context, config.requires_approval):
             return None
         limits = self._limits
         if limits is not None:

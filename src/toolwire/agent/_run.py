@@ -340,6 +340,8 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         first_step = 0
         if self._resume is not None:
             round_ = await self._resume_round(self._resume)
+            if round_.held:  # a continued round's call that had not started needs a person first (`Restarted`)
+                return self._paused(round_)
             result = await self._conclude(round_)
             if result is not None:
                 return result

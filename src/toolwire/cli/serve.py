@@ -108,6 +108,9 @@ def add_parser(sub: Any) -> None:
                    help="how long a chat's events are kept for resuming after its run ended (default: 900)")
     p.add_argument("--drain-seconds", type=float, default=0.0, metavar="SECONDS",
                    help="on SIGTERM, how long running runs may go on to finish before they are interrupted")
+    p.add_argument("--max-continuations", type=int, default=2, metavar="N",
+                   help="how many times a run whose server stopped is continued elsewhere before it ends "
+                        "interrupted (default: 2; 0: ended at once)")
     p.add_argument("--replica-wait", type=float, default=10.0, metavar="SECONDS",
                    help="at start-up, how long to wait for another server on the same database to go away")
     p.add_argument("--max-runs", type=int, default=None, metavar="N",
@@ -277,11 +280,13 @@ async def _serve(args: argparse.Namespace) -> None:
                     tool_calls_per_minute=args.tool_calls_per_minute, writes_per_minute=args.writes_per_minute,
                     max_user_requests=args.max_user_requests, max_history_bytes=args.max_history_bytes,
                     max_tool_result_bytes=args.max_tool_result_bytes, redact=tuple(secrets))
+    if args.max_continuations < 0:
+        raise UserError("--max-continuations must be 0 or more (0 ends a run whose server stopped at once).")
     config = ServerConfig(limits=limits, lease_seconds=args.lease_seconds, heartbeat_seconds=args.heartbeat_seconds,
                           max_events_per_chat=args.max_events_per_chat, log_retention_seconds=args.event_retention,
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
                           max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
-                          multitask_strategy=args.multitask_strategy,
+                          multitask_strategy=args.multitask_strategy, max_continuations=args.max_continuations,
                           store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors,
                           suggestions=SUGGESTIONS if demo else (), models=tuple(m.choice for m in models),
                           **operations_config(args), **file_config(args))

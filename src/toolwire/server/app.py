@@ -100,6 +100,9 @@ class ServerConfig:
         drain_seconds: On a stop asked for by a signal (`toolwire serve`), how long running runs may go on
             to finish by themselves, while `/readyz` says 503 and new runs are refused, before they are
             interrupted (0: interrupted at once).
+        max_continuations: How many times a run whose process stopped (a crash, a kill, a restart) is continued
+            by the server that takes over its lease before it ends `interrupted` instead
+            (docs/guides/durable-runs.md); 0 ends such runs at once, as before.
         store_retry_seconds: How long a run retries a write while its database is away (a restart, an
             outage, a full disk) before it fails with `store_unavailable`; within it the run goes on as if
             nothing happened. Requests never wait: they answer 503 `store_unavailable` at once.
@@ -140,6 +143,7 @@ class ServerConfig:
     heartbeat_seconds: float = 15.0
     shutdown_grace_seconds: float = 5.0
     drain_seconds: float = 0.0
+    max_continuations: int = 2
     store_retry_seconds: float = STORE_RETRY_SECONDS
     replica_wait_seconds: float = 10.0
     max_runs: int | None = None
@@ -234,6 +238,7 @@ def create_app(
         limiter=used.limiter, policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
         lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds, max_runs=config.max_runs,
         store_retry_seconds=config.store_retry_seconds, multitask_strategy=config.multitask_strategy, models=models,
+        max_continuations=config.max_continuations,
     )
     state = ServerState(store=used.store, manager=manager, log=used.log, limits=limits,
                         heartbeat=config.heartbeat_seconds,

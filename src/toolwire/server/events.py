@@ -2,8 +2,9 @@
 
 Every event is a JSON object with `type`, `run_id` and `step` (the 0-based model request of the run,
 `null` for run-level events). Model and agent events are exactly `toolwire.events.event_to_dict`; the
-run adds `run_started`, `step_started`, `approval_required`, `message_saved`, `step_finished` and
-`run_finished` (always last). This one stream feeds every consumer: the event log, and through it
+run adds `run_started`, `run_resumed` (another process continues the run after the one running it
+stopped: docs/guides/durable-runs.md), `step_started`, `approval_required`, `message_saved`,
+`step_finished` and `run_finished` (always last). This one stream feeds every consumer: the event log, and through it
 each browser protocol's encoder (`encode/`).
 
 `RunPublisher` numbers a run's events (the cursor's index) and encodes each once to JSON bytes.
@@ -43,8 +44,8 @@ __all__ = ["RUN_EVENT_TYPES", "RunPublisher", "model_event", "usage_dict"]
 _PREVIEW_EVERY_DELTA_BELOW = 1024
 """Characters of argument text below which every `tool_call_delta` carries the preview."""
 
-RUN_EVENT_TYPES: Final = ("run_started", "step_started", "approval_required", "message_saved", "step_finished",
-                          "run_finished")
+RUN_EVENT_TYPES: Final = ("run_started", "run_resumed", "step_started", "approval_required", "message_saved",
+                          "step_finished", "run_finished")
 
 
 def model_event(event: Event) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from .eventlog import Cursor, EventLog, Position
 from .limits import Limits, UserRequests
 from .model_choice import ServerModels, choose_model
 from .multitask import queued_response
-from .runs import RunManager
+from .runs import RunManager, renumbered_start
 from .schemas import ChatCreate, ChatUpdate, DecisionsIn, MessageIn, read_body
 from .sse import EventStreamResponse, follow
 from .uploads import FileLimits
@@ -393,7 +393,7 @@ async def _stream_start(server: ServerState, chat: Chat, cursor: Cursor | None) 
         if active is None:
             return None
         await log.expect_run(chat.id, active.run_number, active.id)
-        return Cursor(active.run_number, 0)
+        return await renumbered_start(log, chat.id, active.run_number) or Cursor(active.run_number, 0)
     expired = ApiError(410, "cursor_expired", "The events after this id are no longer kept; reload the chat's "
                                               "messages (GET /api/chats/{id}/messages), then follow from there.")
     run = active if active is not None and active.run_number == cursor.run else \

@@ -60,17 +60,19 @@ from anyio.lowlevel import checkpoint
 
 from .._queue import ItemQueue
 from ..agent import Agent, AgentRun, Approval as AgentApproval, RunResult, RunState
-from ..events import Event, MessageEndEvent, ToolResultEvent, ToolStartedEvent, Usage
+from ..agent._approval import Restarted
+from ..events import Event, MessageEndEvent, TextDelta, ToolResultEvent, ToolStartedEvent, Usage
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
 from ..messages import InvalidToolCallPart, Message, ToolCallPart, ToolResultPart
-from ..store import MessageRow, RunStatus, Store, StoreUnavailable, User
-from ..store._recovery import interrupted_round
+from ..store import Continued, MessageRow, RunStatus, Store, StoreUnavailable, User
+from ..store._recovery import INTERRUPTED, ContinuedRound, interrupted_round
 from ..store.blobs import Files
 from .approvals import part_dicts, record_pause
 from .eventlog import LogEntry
 from .events import RunPublisher, usage_dict
 from .file_parts import keep_result_files, resolve, without_data
+from .journal import Journal
 from .limits import RateLimiter, ResultPolicy
 from .signals import CancelReason, RunWatch
 
@@ -143,89 +145,17 @@ class _Saved:
     published: bool = False
 
 
+TEXT_CHECKPOINT_SECONDS = 1.0
+TEXT_CHECKPOINT_BYTES = 8192
+"""The text a step streams is checkpointed (`Store.record_step_text`, through the journal task) once it has grown by
+`TEXT_CHECKPOINT_BYTES` characters or `TEXT_CHECKPOINT_SECONDS` have passed since the last checkpoint, whichever
+comes first: a crash loses at most about a second (or 8 KiB) of an answer, and a streaming run adds about one small
+write a second to the store's group commit (a model writes a few hundred characters a second), not one per
+delta. The text is stored, marked incomplete, only when the run cannot be continued (docs/guides/durable-runs.md)."""
+
 _BATCH = 8
 """The most events published in one append while more are waiting: followers run at least this often during
 a burst, so they keep up with it even when the log keeps only a few dozen events per chat."""
-
-
-class _Journal:
-    """The run's journal writes (and its tool-call accounting), done in order by one task, behind the events.
-
-    `add_call`, `add_result`, `add_step` and `add` never wait; `drained` returns once every write added so far
-    is committed. The task takes whatever has been added when it gets to run and writes the journal's part of
-    it in one store operation (`write_parts`): the entries a burst of events adds (a round's calls, its
-    message, its results) cost one operation of the store's group commit, not one each. A write that fails
-    (after its own retries) raises in `run`, which stops the run's task group: the run fails as it did when
-    the consumer made the write itself.
-    """
-
-    __slots__ = ("_idle", "_pending", "_write_parts", "_writes")
-
-    def __init__(self, write_parts: Callable[[list[ToolCallPart], list[ToolResultPart], Message | None],
-                                             Awaitable[object]]) -> None:
-        self._writes: ItemQueue[_JournalItem] = ItemQueue()
-        self._write_parts = write_parts
-        self._pending = 0
-        self._idle: anyio.Event | None = None
-
-    def add_call(self, call: ToolCallPart) -> None:
-        self._put(("call", call))
-
-    def add_result(self, result: ToolResultPart) -> None:
-        self._put(("result", result))
-
-    def add_step(self, message: Message) -> None:
-        self._put(("step", message))
-
-    def add(self, write: Callable[[], Awaitable[object]]) -> None:
-        self._put(("write", write))
-
-    def _put(self, item: _JournalItem) -> None:
-        self._pending += 1
-        self._writes.put(item)
-
-    async def run(self) -> None:
-        writes = self._writes
-        while (first := await writes.get()) is not None:
-            taken = [first]
-            while (more := writes.get_nowait()) is not None:
-                taken.append(more)
-            calls: list[ToolCallPart] = []
-            results: list[ToolResultPart] = []
-            step: Message | None = None
-            others: list[Callable[[], Awaitable[object]]] = []
-            for kind, payload in taken:
-                if kind == "call":
-                    calls.append(payload)  # type: ignore[arg-type]
-                elif kind == "result":
-                    results.append(payload)  # type: ignore[arg-type]
-                elif kind == "step":
-                    step = payload  # type: ignore[assignment]  # the column holds the latest step's message
-                else:
-                    others.append(payload)  # type: ignore[arg-type]
-            if calls or results or step is not None:
-                await self._write_parts(calls, results, step)
-            for write in others:
-                await write()
-            self._pending -= len(taken)
-            if not self._pending and self._idle is not None:
-                self._idle.set()
-                self._idle = None
-
-    async def drained(self) -> None:
-        """Wait until every write added so far is committed (`run` must be running)."""
-        if self._pending:
-            if self._idle is None:
-                self._idle = anyio.Event()
-            await self._idle.wait()
-
-    def end(self) -> None:
-        """No more writes: `run` returns once it has done those added."""
-        self._writes.end()
-
-
-_JournalItem: TypeAlias = (tuple[Literal["call"], ToolCallPart] | tuple[Literal["result"], ToolResultPart]
-                           | tuple[Literal["step"], Message] | tuple[Literal["write"], Callable[[], Awaitable[object]]])
 
 
 _ChannelItem: TypeAlias = (tuple[Literal["item"], Any] | tuple[Literal["saved"], _Saved]
@@ -316,6 +246,7 @@ class Runner:
         retry_seconds: float = STORE_RETRY_SECONDS,
         files: Files | None = None,
         model: str | None = None,
+        continued: Continued | None = None,
     ) -> None:
         self.user = user
         self.model = model
@@ -335,7 +266,7 @@ class Runner:
         self._pending: deque[_Saved] = deque()
         self._out: list[LogEntry] = []
         """Entries numbered and not yet appended to the log (appended in order, every one, by `_flush`)."""
-        self._journal = _Journal(self._write_journal)
+        self._journal = Journal(self._write_journal)
         self._stored_calls: set[str] = set()
         """Ids of the calls whose round is committed: their journal entries are no longer written (recovery leaves
         a committed round's calls alone), so a round the agent stores before the journal task gets to it is written
@@ -352,6 +283,22 @@ class Runner:
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy, notify=self._saved,
                                 retry_seconds=retry_seconds, files=files, user_id=user.id)
+        self._text: list[str] = []
+        """The text the open step streamed so far, and when and how far it was last checkpointed."""
+        self._text_size = 0
+        self._text_saved_size = 0
+        self._text_saved_at = 0.0
+        self._cut_off: Message | None = None
+        """Text a failure cut off in a step without calls, which the agent did not store (`_left_over`)."""
+        self.continued = continued
+        """Set when this process continues a run whose process stopped (docs/guides/durable-runs.md)."""
+        if continued is not None:
+            self._steps = continued.steps
+            if continued.round is not None:
+                # The round goes on under its step's index: its events follow those the stopped process published.
+                self._step, self._steps = continued.steps, continued.steps + 1
+                self._step_message = continued.round.message
+                self._results = list(continued.round.results)
 
     def _saved(self, saved: _Saved) -> None:
         """A round's rows are committed (called by the memory, in the agent's task, right after the commit)."""
@@ -479,11 +426,18 @@ class Runner:
             outcome.error = exc
             return
         try:
-            if self.resume is not None:
+            round_ = self.continued.round if self.continued is not None else None
+            if round_ is not None and round_.pending:
+                state, decisions = await self._continued_state(agent, round_)
+                stream = agent.stream(resume=state, approvals=decisions, conversation_id=self.chat_id,
+                                      trace_context=self.trace_context)
+            elif self.resume is not None:
                 state, decisions = self.resume
                 stream = agent.stream(resume=state, approvals=decisions, conversation_id=self.chat_id,
                                       trace_context=self.trace_context)
             else:
+                if round_ is not None:  # every call of the round has its result: it only needed storing
+                    await self._store_continued(round_)
                 stream = agent.stream(None, conversation_id=self.chat_id, trace_context=self.trace_context)
             async with stream as run:
                 try:
@@ -497,6 +451,7 @@ class Runner:
                         await self._journal.drained()
                 finally:
                     outcome.usage = run.usage
+                    self._cut_off = _cut_off_text(run.messages, self._committed)
                 if outcome.error is None:
                     outcome.result = run.result
                     outcome.usage = run.result.usage
@@ -505,6 +460,30 @@ class Runner:
         finally:
             with anyio.CancelScope(shield=True):
                 await agent.aclose()
+
+    async def _continued_state(self, agent: Agent[Any],
+                               round_: ContinuedRound) -> tuple[RunState, dict[str, AgentApproval]]:
+        """The round a stopped process left, as a state the agent resumes: the calls that finished keep their
+        results, a call that had started runs again only if its tool is idempotent (else it is answered
+        `interrupted`), and a call that had not started is admitted as usual (`Restarted`)."""
+        history = await self.memory.load()
+        from_memory = not agent.own_history
+        state = RunState(message=round_.message, results=list(round_.results),
+                         conversation=[] if from_memory else history, conversation_length=len(history),
+                         step=min(self._steps - 1, agent.max_steps - 1), conversation_id=self.chat_id,
+                         from_memory=from_memory)
+        decisions: dict[str, AgentApproval] = {
+            call.id: Restarted(INTERRUPTED, started=call.id in round_.started) for call in state.pending}
+        return state, decisions
+
+    async def _store_continued(self, round_: ContinuedRound) -> None:
+        """Store a round whose calls all finished before its process stopped, and publish its rows."""
+        messages = [round_.message, Message.tool_results(list(round_.results))]
+        rows = await self._durably("storing the continued round", partial(
+            self.store.append_messages, self.chat_id, messages, run_id=self.run_id))
+        self._stored_calls.update(call.id for call in round_.message.parts if isinstance(call, ToolCallPart))
+        self._publish_saved(_Saved(messages=messages, rows=rows))
+        await self._flush()
 
     async def _pump(self, run: AgentRun[Any]) -> None:
         try:
@@ -570,6 +549,9 @@ class Runner:
         if self._step is None:
             self._step = self._steps
             self._steps += 1
+            if self._text:
+                self._text, self._text_size, self._text_saved_size = [], 0, 0
+            self._text_saved_at = time.monotonic()  # a step answering within a second writes no checkpoint
             self._out.append(self.publisher.run_entry("step_started", self._step))
         return self._step
 
@@ -586,7 +568,16 @@ class Runner:
         step = self._open_step()
         # Journal writes go to the journal task, in order, behind the event (see the module docstring).
         kind = type(event)
-        if kind is ToolStartedEvent:
+        if kind is TextDelta:
+            assert isinstance(event, TextDelta)
+            text = self._text
+            text.append(event.text)
+            self._text_size += len(event.text)
+            # The clock is read every 8th delta only: this is the busiest path of a run.
+            if self._text_size - self._text_saved_size >= TEXT_CHECKPOINT_BYTES or (
+                    not len(text) & 7 and time.monotonic() - self._text_saved_at >= TEXT_CHECKPOINT_SECONDS):
+                self._checkpoint_text(step)
+        elif kind is ToolStartedEvent:
             assert isinstance(event, ToolStartedEvent)
             call = event.call
             self._calls.append(call)
@@ -606,6 +597,15 @@ class Runner:
                 self._step_message = message  # only a round with calls is recovered
                 self._journal.add_step(message)
         self._out.append(self.publisher.event_entry(event, step))
+
+    def _checkpoint_text(self, step: int) -> None:
+        """Write the step's text so far behind the events (see `TEXT_CHECKPOINT_SECONDS`)."""
+        text = "".join(self._text)
+        self._text = [text]
+        self._text_saved_size = self._text_size
+        self._text_saved_at = time.monotonic()
+        self._journal.add(partial(self._durably, "checkpointing a step's text",
+                                  partial(self.store.record_step_text, self.run_id, step, text)))
 
     def _publish_saved(self, saved: _Saved) -> None:
         """Number a stored round's `message_saved` rows (and `step_finished`): they go out with the next append,
@@ -697,14 +697,30 @@ class Runner:
 
     def _left_over(self, outcome: _Outcome) -> list[Message] | None:
         """What the run finished but the store did not take while it was away: the round the agent handed over,
-        or else the round the run was in, its finished results kept and the others answered `interrupted`."""
+        or else the round the run was in, its finished results kept and the others answered `interrupted`. Or,
+        for a run a failure ended mid-answer (a provider error), the text it had streamed in a step without
+        calls: the agent keeps such a message in the run but not in its memory, and it is stored here, marked
+        incomplete, so that a reload shows what the person saw."""
         if self.memory.unsaved is not None:
             return self.memory.unsaved
         if _store_outage(outcome.error) is None:
+            if outcome.error is not None and outcome.cancelled is None and self._cut_off is not None:
+                return [self.policy.message(self._cut_off)]
             return None
         round_ = interrupted_round(step_message=self._step_message, calls=self._calls, results=self._results,
                                    committed=self._committed)
         return [self.policy.message(m) for m in round_] if round_ else None
+
+
+def _cut_off_text(messages: Sequence[Message], committed: Sequence[Message]) -> Message | None:
+    """The run's last message when it is text the response was cut off in (marked incomplete, no calls) that
+    was not stored (`committed`); else `None`."""
+    last = messages[-1] if messages else None
+    if last is None or last.role != "assistant" or last.metadata.get("incomplete") is not True or not last.text:
+        return None
+    if any(isinstance(p, (ToolCallPart, InvalidToolCallPart)) for p in last.parts):
+        return None
+    return None if any(m is last or m == last for m in committed) else last
 
 
 def _store_outage(error: BaseException | None) -> StoreUnavailable | None:

@@ -3,8 +3,11 @@
 Each run is a task in the manager's task group (the app's lifespan); requests only follow a chat's
 event log. The manager also
 
-- keeps the leases of its runs alive, and recovers runs whose lease expired (their process died):
-  on start-up and then every few seconds (`Store.recover_run`);
+- keeps the leases of its runs alive, and takes over runs whose lease expired (their process died):
+  on start-up and then every few seconds. Such a run is continued here from its last checkpoint
+  (`Store.take_over_run`, docs/guides/durable-runs.md): its followers get `run_resumed`, then the rest of
+  the run, numbered after the last event its log holds. Past `max_continuations`, or while this server is
+  stopping, it is ended `interrupted` instead (`Store.recover_run`) or left to another server;
 - orders each chat's runs in the log: a run's `run_started` is published only after the previous
   run's `run_finished` (a resumed run can be started the moment its approvals are decided; with
   several replicas the previous run may have ended on another one, or been recovered there: then
@@ -39,6 +42,7 @@ from .. import telemetry
 from ..messages import FilePart, Message, TextPart
 from ..store import (
     Chat,
+    Continued,
     Decision,
     MessageRow,
     Recovered,
@@ -54,14 +58,14 @@ from ..store._queue import QueuedRun, RunQueue
 from ..store.blobs import Files
 from .approvals import resume_arguments, resumed_view
 from .errors import ApiError, store_error
-from .eventlog import Cursor, CursorExpired, EventLog
+from .eventlog import Cursor, CursorExpired, EventLog, Position
 from .events import RunPublisher, usage_dict
 from .limits import Limits, RateKind, RateLimiter, ResultPolicy
 from .model_choice import ServerModels
 from .runner import STORE_RETRY_SECONDS, AgentFactory, Runner
 from .signals import RunSignals
 
-__all__ = ["MULTITASK_STRATEGIES", "MultitaskStrategy", "RunHandle", "RunManager"]
+__all__ = ["MULTITASK_STRATEGIES", "MultitaskStrategy", "RunHandle", "RunManager", "renumbered_start"]
 
 MultitaskStrategy: TypeAlias = Literal["reject", "enqueue", "interrupt", "rollback"]
 """What a message sent while the chat's run is going does (LangGraph's names; docs/guides/double-texting.md)."""
@@ -77,6 +81,26 @@ _READY_TIMEOUT = 3.0
 
 _CHAIN_WAIT = 10.0
 """Seconds a new run waits for the chat's previous run to publish its end."""
+
+_RESTART_STRIDE = 1 << 24
+"""Where a continued run's events are numbered from when the log no longer holds the run (one process, whose
+log was in its memory): continuation C starts at C·2^24, past any index the stopped process could have given
+(a log keeps 10,000 events per chat by default), so a cursor of before the stop is expired (410: the client
+reloads the stored rows) and never waits for an index that was already used."""
+_RESTART_SEARCH = 64
+"""The most continuations `renumbered_start` looks for (each is one look-up in the log's memory)."""
+
+
+async def renumbered_start(log: EventLog, chat_id: str, run_number: int) -> Cursor | None:
+    """Where a follower without a cursor starts a run continued after a restart whose log lost it (numbered on
+    from continuation·2^24, see `_RESTART_STRIDE`), or `None` when the log holds the run from its start."""
+    if await log.position(chat_id, Cursor(run_number, 0)) is not Position.EXPIRED:
+        return None
+    for continuation in range(1, _RESTART_SEARCH + 1):
+        start = Cursor(run_number, continuation * _RESTART_STRIDE)
+        if await log.position(chat_id, start) is Position.KNOWN:
+            return start
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +140,7 @@ class RunManager:
         store_retry_seconds: float = STORE_RETRY_SECONDS,
         multitask_strategy: MultitaskStrategy = "reject",
         models: ServerModels | None = None,
+        max_continuations: int = 2,
     ) -> None:
         self.store = store
         self.log = log
@@ -133,6 +158,8 @@ class RunManager:
         """Where runs keep the files tools return and find those their history references (`files.py`)."""
         self.multitask_strategy = multitask_strategy
         self.models = models or ServerModels()
+        self.max_continuations = max_continuations
+        self._stopping = False
         self.queue: RunQueue | None = store if isinstance(store, RunQueue) else None
         self.accepting = False
         self._tg: anyio.abc.TaskGroup | None = None
@@ -153,6 +180,7 @@ class RunManager:
         """Refuse new runs (`/readyz` says 503), let running ones finish for up to `drain_seconds`, then
         interrupt what is left. A load balancer meanwhile sends new requests to the other replicas."""
         self.accepting = False
+        self._stopping = True
         if self.drain_seconds > 0 and self._local:
             logger.warning("Stopping: %d run(s) get up to %.0f s to finish", len(self._local), self.drain_seconds)
             await self.wait_idle(self.drain_seconds)
@@ -161,6 +189,7 @@ class RunManager:
     async def begin_shutdown(self) -> None:
         """Refuse new runs and interrupt the running ones (they record their end and publish it)."""
         self.accepting = False
+        self._stopping = True
         for run_id in list(self._local):
             await self.signals.cancel(run_id, "shutdown")
 
@@ -171,6 +200,9 @@ class RunManager:
                 await next(iter(self._local.values())).done.wait()
             return True
         return False
+
+    def _full(self) -> bool:
+        return self.max_runs is not None and len(self._local) >= self.max_runs
 
     @property
     def running(self) -> int:
@@ -229,14 +261,29 @@ class RunManager:
                                    anyio.current_time() - failing_since)
                     failing_since = None
 
-    async def recover_expired(self) -> list[Recovered]:
-        """Finish every run whose lease expired as `interrupted` (see `Store.recover_run`)."""
-        recovered: list[Recovered] = []
+    async def recover_expired(self) -> list[Recovered | Continued]:
+        """Continue every run whose lease expired here, or finish it as `interrupted` (see the module docstring)."""
+        recovered: list[Recovered | Continued] = []
         for run in await self.store.expired_runs():
             if run.id in self._local:
                 continue  # ours, renewed late: it is still running here
-            done = await self.store.recover_run(run.id, owner=self.owner, lease_seconds=self.lease_seconds)
+            done: Recovered | Continued | None
+            if self.max_continuations <= 0:
+                done = await self.store.recover_run(run.id, owner=self.owner, lease_seconds=self.lease_seconds)
+            elif self._stopping or self._tg is None or self._full():
+                continue  # a stopping (or full) server starts nothing: the run is another server's, or its next start's
+            else:
+                done = await self.store.take_over_run(run.id, owner=self.owner, lease_seconds=self.lease_seconds,
+                                                      continue_limit=self.max_continuations)
             if done is None:
+                continue
+            if isinstance(done, Continued):
+                logger.warning("Continuing run %s of chat %s here (continuation %d): its process stopped before it "
+                               "finished", run.id, run.chat_id, done.continuation,
+                               extra={"run_id": run.id, "chat_id": run.chat_id})
+                recovered.append(done)
+                with anyio.CancelScope(shield=True):  # the lease is ours now: the run must be launched
+                    await self._continue(done)
                 continue
             logger.warning("Recovered run %s of chat %s: its process stopped before it finished", run.id, run.chat_id,
                            extra={"run_id": run.id, "chat_id": run.chat_id})
@@ -455,6 +502,37 @@ class RunManager:
                            run.id, run.chat_id, exc, extra={"run_id": run.id, "chat_id": run.chat_id})
             return self.models.default
         return model
+
+    async def _continue(self, continued: Continued) -> None:
+        """Launch a run taken over from a stopped process, its events numbered on from the log's last one."""
+        assert self._tg is not None, "the run manager was not started"
+        run = continued.run
+        chat_id = run.chat_id
+        done = anyio.Event()
+        self._chat_last[chat_id] = done
+        self._local[run.id] = _Local(chat_id=chat_id, run_number=run.run_number, done=done)
+        watch = self.signals.watch(run.id)
+        last = await self.log.last_cursor(chat_id, run.run_number)
+        if last is not None:
+            index = last.index
+        else:
+            index = continued.continuation * _RESTART_STRIDE
+            seed = getattr(self.log, "seed", None)  # the in-memory log: earlier cursors of the run are expired
+            if seed is not None:
+                seed(chat_id, Cursor(run.run_number, index))
+        publisher = RunPublisher(self.log, chat_id=chat_id, run_id=run.id, run_number=run.run_number,
+                                 last_index=index)
+        restarted = continued.round is None
+        await publisher.run_event("run_resumed", None, replica=self.owner, reason="lease_expired",
+                                  continuation=continued.continuation,
+                                  checkpoint={"step": continued.steps, "message_id": continued.last_row_id},
+                                  restarted_step=continued.steps if restarted else None)
+        runner = Runner(user=continued.user, chat_id=chat_id, run_id=run.id, publisher=publisher, store=self.store,
+                        factory=self.factory, watch=watch, policy=self.policy, limiter=self.limiter,
+                        max_parallel_tools=self.limits.max_tool_concurrency, retry_seconds=self.store_retry_seconds,
+                        files=self.files, continued=continued,
+                        model=self.models.resolve(run.model))  # the model it started on, while offered
+        self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
 
     async def _previous_end_published(self, chat_id: str, previous: int) -> None:
         """Wait (up to `_CHAIN_WAIT`) until the log holds the previous run's `run_finished`, if it holds that run:

@@ -27,6 +27,7 @@ from ..messages import Message, ToolCallPart, ToolResultPart
 from ._records import (
     Chat,
     ChatPath,
+    Continued,
     Decision,
     MessageRow,
     PausedRun,
@@ -263,6 +264,10 @@ class Store(ChatMemory, Protocol):
         """The runs that the chat's rows after `after` belong to, in run order, with their decisions."""
         ...
 
+    async def record_step_text(self, run_id: str, step: int, text: str) -> None:
+        """Remember the text step `step` has streamed so far (for a run that cannot be continued after a crash)."""
+        ...
+
     async def record_step_message(self, run_id: str, message: Message) -> None:
         """Remember the assistant message of the step in progress (for recovery)."""
         ...
@@ -305,6 +310,13 @@ class Store(ChatMemory, Protocol):
         `None` when the run is not running with an expired lease any more (another process claimed
         it, or its owner renewed it).
         """
+        ...
+
+    async def take_over_run(self, run_id: str, *, owner: str, lease_seconds: float,
+                            continue_limit: int) -> Continued | Recovered | None:
+        """Claim an expired run to continue it in this process (`Continued`: its journal's round, its owner, how
+        many times it was continued), or, once it was continued `continue_limit` times, finish it as
+        `recover_run` does (`Recovered`). `None` as for `recover_run`."""
         ...
 
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:

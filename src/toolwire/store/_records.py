@@ -10,11 +10,14 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import orjson
 
 from ..messages import Message, ToolCallPart, load_messages
+
+if TYPE_CHECKING:
+    from ._recovery import ContinuedRound
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -22,6 +25,7 @@ __all__ = [
     "ApprovalStatus",
     "Chat",
     "ChatPath",
+    "Continued",
     "Decision",
     "MessageKind",
     "MessageRow",
@@ -217,6 +221,24 @@ class Recovered:
 
     run: Run
     rows: list[MessageRow]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Continued:
+    """A run whose process died, taken over to go on in this process (its lease is now this process's).
+
+    `continuation` counts the takeovers (1 for the first); `steps` are the steps the run committed so far (the
+    next one has that index); `round` is the round it was in, when a call of it had started or its response
+    had ended (`None`: the step in progress is sent again); `user` is the chat's owner, whom the run answers;
+    `last_row_id` is the newest row the run stored (its checkpoint), `None` if it stored none yet.
+    """
+
+    run: Run
+    user: User
+    continuation: int
+    steps: int
+    round: ContinuedRound | None
+    last_row_id: str | None = None
 
 
 def iso(value: datetime) -> str:

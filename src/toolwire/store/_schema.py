@@ -139,6 +139,10 @@ runs = Table(
     Column("leaf_id", String(64), nullable=True),
     # The id of the model the run used, recorded as it starts (NULL: a server that offers no model choice).
     Column("model", String(200), nullable=True),
+    # How many times the run was continued after the process running it stopped (docs/guides/durable-runs.md).
+    Column("continuations", Integer(), nullable=False, server_default=text("0")),
+    # The text the step in progress streamed so far, `{"step": n, "text": ...}` (durable-runs.md).
+    Column("step_text", Text(), nullable=True),
     UniqueConstraint("chat_id", "run_number"),
     # One running-or-paused run per chat, enforced by the database itself.
     Index("uq_runs_one_active_per_chat", "chat_id", unique=True,

@@ -21,7 +21,7 @@ import orjson
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, Row, bindparam, case, delete, func, insert, select, update
 
-from ..messages import Message, ToolCallPart, ToolResultPart, dump_messages, load_messages
+from ..messages import Message, TextPart, ToolCallPart, ToolResultPart, dump_messages, load_messages
 from . import _tree as tree
 from ._protocol import (
     ApprovalDecided,
@@ -38,6 +38,7 @@ from ._records import (
     Approval,
     ApprovalStatus,
     Chat,
+    Continued,
     Decision,
     MessageKind,
     MessageRow,
@@ -51,7 +52,7 @@ from ._records import (
     new_id,
     utc_now,
 )
-from ._recovery import interrupted_round
+from ._recovery import continued_round, interrupted_round
 from ._schema import UTCDateTime, api_tokens, approvals, chats, messages, resume_claims, run_tool_calls, runs, users
 
 __all__ = ["DEFAULT_USER", "Earlier", "Writes", "approval_from", "chat_from", "message_row_from", "run_from"]
@@ -113,7 +114,7 @@ def run_conflict(run: Run) -> RunConflict:
                        "GET /api/chats/{id}/stream, or cancel it, before sending a new message.", run=run)
 
 
-_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message")]
+_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message", "step_text")]
 """What `run_from` reads (a run's saved state can be large and stays behind)."""
 
 _NOW = bindparam("b_now", type_=UTCDateTime())
@@ -149,7 +150,7 @@ _INSERT_MESSAGE = insert(messages)
 _CLOSE_RUN = (update(runs).where(runs.c.id == bindparam("b_run"), runs.c.status == "running").values(
     status=bindparam("b_status"), usage_json=bindparam("b_usage"), error_json=bindparam("b_error"),
     steps=bindparam("b_steps"), event_count=bindparam("b_events"), paused_state=bindparam("b_state"),
-    step_message=None, finished_at=_NOW, lease_owner=None, lease_expires_at=None))
+    step_message=None, step_text=None, finished_at=_NOW, lease_owner=None, lease_expires_at=None))
 _FORGET_JOURNAL = delete(run_tool_calls).where(run_tool_calls.c.run_id == bindparam("b_run"))
 _RUN_BY_ID = select(runs).where(runs.c.id == bindparam("b_run"))
 
@@ -431,6 +432,11 @@ class Writes:
         return Resumption(run=run, paused=paused, decisions=decided), chat
 
     @staticmethod
+    def record_step_text(conn: Connection, run_id: str, step: int, text: str) -> None:
+        conn.execute(update(runs).where(runs.c.id == run_id, runs.c.status == "running")
+                     .values(step_text=_dumps({"step": step, "text": text})))
+
+    @staticmethod
     def record_step_message(conn: Connection, run_id: str, message_json: str) -> None:
         conn.execute(_RECORD_STEP, {"b_run": run_id, "b_message": message_json})
 
@@ -495,26 +501,43 @@ class Writes:
 
     def recover_run(self, conn: Connection, run_id: str, owner: str,
                     lease_seconds: float) -> tuple[Recovered, Chat | None] | None:
-        now = time.time()
-        claimed = conn.execute(update(runs).where(
-            runs.c.id == run_id, runs.c.status == "running", func.coalesce(runs.c.lease_expires_at, 0.0) < now,
-        ).values(lease_owner=owner, lease_expires_at=now + lease_seconds))
-        if claimed.rowcount != 1:
+        if not _claim_expired(conn, run_id, owner, lease_seconds):
+            return None
+        return self._end_interrupted(conn, run_id)
+
+    def take_over_run(self, conn: Connection, run_id: str, owner: str, lease_seconds: float,
+                      continue_limit: int) -> tuple[Continued | Recovered, Chat | None] | None:
+        """Claim an expired run and continue it here (`Continued`), or end it as `recover_run` does once it was
+        continued `continue_limit` times (`Recovered`); `None` when it is not running with an expired lease."""
+        if not _claim_expired(conn, run_id, owner, lease_seconds):
             return None
         row = conn.execute(_RUN_BY_ID, {"b_run": run_id}).one()
-        journal = list(conn.execute(select(run_tool_calls).where(run_tool_calls.c.run_id == run_id)
-                                    .order_by(run_tool_calls.c.created_at)))
-        committed = [r.message_json for r in conn.execute(
-            select(messages.c.message_json).where(messages.c.run_id == run_id, messages.c.kind == "tools_aggregate"))]
-        step_message = Message.from_json(row.step_message) if row.step_message else None
-        round_ = interrupted_round(
-            step_message=step_message,
-            calls=[call_adapter.validate_json(j.call_json) for j in journal if j.call_json],
-            results=[result_adapter.validate_json(j.result_json) for j in journal if j.result_json],
-            committed=[m for text in committed for m in load_messages(text)],
-        )
-        rows, chat = self.insert_rows(conn, row.chat_id, [("tools_aggregate", round_)], run_id=run_id) \
-            if round_ else ([], None)
+        if row.continuations >= continue_limit:
+            return self._end_interrupted(conn, run_id)
+        conn.execute(update(runs).where(runs.c.id == run_id).values(continuations=runs.c.continuations + 1))
+        step_message, calls, results, committed = _journal(conn, row)
+        owner_row = conn.execute(select(users.c.id, users.c.name).join(chats, chats.c.user_id == users.c.id)
+                                 .where(chats.c.id == row.chat_id)).one()
+        stored = list(conn.execute(select(messages.c.id, messages.c.kind).where(messages.c.run_id == run_id)
+                                   .order_by(messages.c.sequence_number)))
+        steps = sum(1 for r in stored if r.kind in ("assistant", "tools_aggregate"))
+        run = self.run_where(conn, runs.c.id == run_id)
+        assert run is not None
+        return Continued(run=run, user=User(id=owner_row.id, name=owner_row.name),
+                         continuation=row.continuations + 1, steps=steps,
+                         last_row_id=stored[-1].id if stored else None,
+                         round=continued_round(step_message=step_message, calls=calls, results=results,
+                                               committed=committed)), None
+
+    def _end_interrupted(self, conn: Connection, run_id: str) -> tuple[Recovered, Chat | None]:
+        row = conn.execute(_RUN_BY_ID, {"b_run": run_id}).one()
+        step_message, calls, results, committed = _journal(conn, row)
+        round_ = interrupted_round(step_message=step_message, calls=calls, results=results, committed=committed)
+        groups: list[tuple[MessageKind, list[Message]]] = [("tools_aggregate", round_)] if round_ else []
+        cut = _cut_text(row, conn) if not round_ else None
+        if cut is not None:  # the text its step had streamed, as far as it was checkpointed
+            groups.append(("assistant", [cut]))
+        rows, chat = self.insert_rows(conn, row.chat_id, groups, run_id=run_id) if groups else ([], None)
         error = {"code": "interrupted", "message": "The server running this run stopped before it finished; its "
                                                    "finished tool results were kept. Send a new message to go on."}
         self.close_run(conn, run_id, status="interrupted", usage=_loads(row.usage_json), error=error, steps=row.steps,
@@ -528,3 +551,39 @@ class Writes:
             state_id=state_id, conversation_id=conversation_id, claimed_at=utc_now(),
         ).on_conflict_do_nothing(index_elements=["state_id"]))
         return bool(result.rowcount == 1)
+
+
+def _claim_expired(conn: Connection, run_id: str, owner: str, lease_seconds: float) -> bool:
+    """Take the lease of a running run whose lease expired; `False` if it is not such a run (any more)."""
+    now = time.time()
+    claimed = conn.execute(update(runs).where(
+        runs.c.id == run_id, runs.c.status == "running", func.coalesce(runs.c.lease_expires_at, 0.0) < now,
+    ).values(lease_owner=owner, lease_expires_at=now + lease_seconds))
+    return bool(claimed.rowcount == 1)
+
+
+def _journal(conn: Connection, row: Row[Any]) -> tuple[Message | None, list[ToolCallPart], list[ToolResultPart],
+                                                       list[Message]]:
+    """A run's journal: the step message, the calls started and the results finished (oldest first), and the
+    messages of the rounds it committed (whose calls the journal may still hold)."""
+    journal = list(conn.execute(select(run_tool_calls).where(run_tool_calls.c.run_id == row.id)
+                                .order_by(run_tool_calls.c.created_at)))
+    committed = [r.message_json for r in conn.execute(
+        select(messages.c.message_json).where(messages.c.run_id == row.id, messages.c.kind == "tools_aggregate"))]
+    return (Message.from_json(row.step_message) if row.step_message else None,
+            [call_adapter.validate_json(j.call_json) for j in journal if j.call_json],
+            [result_adapter.validate_json(j.result_json) for j in journal if j.result_json],
+            [m for text in committed for m in load_messages(text)])
+
+
+def _cut_text(row: Row[Any], conn: Connection) -> Message | None:
+    """The checkpointed text of the step a dead run was in, as an assistant message marked incomplete; `None` when
+    there is none, or when it belongs to a step the run has stored since (its index is below the stored steps)."""
+    checkpoint = _loads(row.step_text)
+    if not checkpoint or not checkpoint.get("text"):
+        return None
+    stored = conn.execute(select(func.count()).select_from(messages).where(
+        messages.c.run_id == row.id, messages.c.kind.in_(("assistant", "tools_aggregate")))).scalar_one()
+    if checkpoint.get("step") != stored:
+        return None
+    return Message(role="assistant", parts=[TextPart(text=str(checkpoint["text"]))], metadata={"incomplete": True})

@@ -76,6 +76,7 @@ from ._records import (
     Approval,
     Chat,
     ChatPath,
+    Continued,
     Decision,
     MessageRow,
     PausedRun,
@@ -592,6 +593,10 @@ class SQLStore:
         return [RunSummary(run=run, decisions=decided.get(run.resumed_from or "", [])) for run in found]
 
     @_shielded
+    async def record_step_text(self, run_id: str, step: int, text: str) -> None:
+        await self._write(partial(Writes.record_step_text, run_id=run_id, step=step, text=text))
+
+    @_shielded
     async def record_step_message(self, run_id: str, message: Message) -> None:
         await self._write(partial(Writes.record_step_message, run_id=run_id, message_json=message.to_json().decode()))
 
@@ -695,6 +700,14 @@ class SQLStore:
         return recovered[0] if recovered is not None else None
 
     @_shielded
+    async def take_over_run(self, run_id: str, *, owner: str, lease_seconds: float,
+                            continue_limit: int) -> Continued | Recovered | None:
+        taken = await self._write(partial(self._writes.take_over_run, run_id=run_id, owner=owner,
+                                          lease_seconds=lease_seconds, continue_limit=continue_limit),
+                                  after_commit=self._chats_put_second)
+        return taken[0] if taken is not None else None
+
+    @_shielded
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
         return await self._write(partial(self._writes.claim_resume, state_id=state_id,
                                          conversation_id=conversation_id))
@@ -703,7 +716,7 @@ class SQLStore:
 _USER_FOR_TOKEN = (select(users.c.id, users.c.name).join(api_tokens, api_tokens.c.user_id == users.c.id)
                    .where(api_tokens.c.token_hash == bindparam("b_hash"), api_tokens.c.revoked_at.is_(None)))
 _CHAT_BY_ID = select(chats).where(chats.c.id == bindparam("b_chat"))
-_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message")]
+_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message", "step_text")]
 """What `run_from` reads (a run's saved state can be large and stays behind)."""
 # Asked at every run's start and end (`RunManager`): built once, with parameters, like the lookups above.
 _QUEUE_HEAD = select(queued_runs.c.id).where(queued_runs.c.chat_id == bindparam("b_chat")).limit(1)

@@ -129,6 +129,7 @@ function newRun(fields) {
     duration: null,
     error: null,
     startedAt: fields.startedAt ?? null,
+    restarts: 0, // how many times another server continued the run after the one running it stopped
   };
 }
 
@@ -569,6 +570,17 @@ const HANDLERS = {
   },
 
   step_started: onModelEvent((state) => state),
+
+  // Another server continues the run (docs/guides/durable-runs.md): a step asked for again starts over, its
+  // earlier text replaced by the new attempt's; the run says it was resumed.
+  run_resumed(state, event, at) {
+    let [next, runIndex] = ensureRun(state, event.run_id, at);
+    next = updateRun(next, runIndex, (run) => ({ ...run, status: "running", restarts: (run.restarts ?? 0) + 1 }));
+    const restarted = event.restarted_step;
+    const position = restarted === null || restarted === undefined ? -1 : stepPosition(next.runs[runIndex], restarted);
+    if (position < 0) return next;
+    return updateStep(next, runIndex, position, (step) => ({ ...step, blocks: [], ended: false, message: null }));
+  },
 
   text_delta: appendWords("text"),
   thinking_delta: appendWords("thinking"),

@@ -241,7 +241,8 @@ export class ConversationView {
         }
       }
     }
-    if (old !== null && old.status === run.status && old.usage === run.usage && old.error === run.error) return;
+    if (old !== null && old.status === run.status && old.usage === run.usage && old.error === run.error &&
+        old.restarts === run.restarts) return;
     this.drawRunMeta(meta, run);
   }
 
@@ -257,6 +258,7 @@ export class ConversationView {
       line.append(el("strong", null, what), document.createTextNode(run.error.message || run.error.code || ""));
       meta.append(line);
     }
+    if (run.restarts > 0) meta.append(el("p", "run-resumed", "Resumed after the server restarted."));
     const label = RUN_STATUS[run.status] ?? run.status;
     const small = el("small", "run-usage");
     small.textContent = [label, usageLine(run)].filter(Boolean).join(" · ");

@@ -126,3 +126,54 @@ def test_agui_hand_written_deltas_are_what_the_models_write() -> None:
         message_id=reasoning["messageId"], delta=reasoning["delta"]).model_dump_json(by_alias=True)
     assert frames["TOOL_CALL_ARGS"] == ToolCallArgsEvent(
         tool_call_id=arguments["toolCallId"], delta=arguments["delta"]).model_dump_json(by_alias=True)
+
+
+def resumed_run(restarted: bool) -> list[LogEntry]:
+    """A step streaming text when its process stopped; another process continues the run (`run_resumed`):
+    the step asked for again (`restarted`), or its round going on (its calls answered)."""
+    before = [
+        {"type": "run_started", "chat_id": "chat_1", "run_number": 1, "resumed": False, "resumed_from": None},
+        {"type": "step_started", "step": 0},
+        {"type": "text_delta", "text": "Half an ans", "step": 0},
+    ]
+    resumed = {"type": "run_resumed", "replica": "proc_b", "reason": "lease_expired", "continuation": 1,
+               "checkpoint": {"step": 0, "message_id": "msg_1"}, "restarted_step": 0 if restarted else None}
+    if restarted:
+        rest = [{"type": "step_started", "step": 0}, {"type": "text_delta", "text": "Whole answer.", "step": 0},
+                {"type": "step_finished", "step": 0}]
+    else:
+        before += [{"type": "tool_call_end", "index": 0, "call": CALL, "step": 0}]
+        rest = [{"type": "tool_result", "step": 0, "duration": None, "metadata": {}, "result": {
+            "call_id": "c2", "name": "gated", "result": {"error": "interrupted"}, "is_error": True,
+            "type": "tool_result"}}, {"type": "step_finished", "step": 0}]
+    return log(*before, resumed, *rest, {"type": "run_finished", "status": "completed", "usage": None,
+                                         "error": None, "steps": 1, "duration": 1.0})
+
+
+@pytest.mark.parametrize("restarted", [True, False])
+def test_vercel_a_resumed_run_is_marked_and_a_restarted_step_is_a_new_step(restarted: bool) -> None:
+    chunks, _ = vercel_chunks(resumed_run(restarted))
+    kinds = [c["type"] for c in chunks]
+    marker = next(c for c in chunks if c["type"] == "data-toolwire-resumed")
+    assert marker["data"] == {"replica": "proc_b", "reason": "lease_expired", "continuation": 1,
+                              "checkpoint": {"step": 0, "message_id": "msg_1"}, "restartedStep": 0 if restarted else None}
+    at = kinds.index("data-toolwire-resumed")
+    if restarted:  # the cut text ends, its step ends, the new attempt is a step of its own
+        assert kinds[at - 2:at] == ["text-end", "finish-step"] and kinds[at + 1] == "start-step"
+        assert kinds.count("start-step") == 2 and kinds.count("finish-step") == 2
+    else:  # the step stays open: its call is answered in it
+        assert kinds[at + 1:] == ["tool-output-error", "finish-step", "finish"] and kinds.count("start-step") == 1
+
+
+@pytest.mark.parametrize("restarted", [True, False])
+def test_agui_a_resumed_run_is_a_custom_event_and_keeps_the_ordering_rules(restarted: bool) -> None:
+    encoder = AguiEncoder(thread_id="t", run_id="r")
+    body = b"".join(encoder.encode(entry) for entry in resumed_run(restarted))
+    events = [orjson.loads(f.removeprefix(b"data: ")) for f in body.split(b"\n\n") if f]
+    for event in events:
+        validated(event)
+    check_order(events)
+    custom = next(e for e in events if e["type"] == "CUSTOM")
+    assert custom["name"] == "toolwire.run_resumed" and custom["value"]["restartedStep"] == (0 if restarted else None)
+    texts = [e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    assert len(texts) == (2 if restarted else 1) and len(set(texts)) == len(texts)  # a new attempt, a new id

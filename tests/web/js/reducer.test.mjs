@@ -347,3 +347,28 @@ test("stored rows of a finished run show how it ended, and a call the server rec
   const following = fold(state, seq.denied);
   assert.deepEqual(conversationItems(following).map((i) => i.kind), ["row", "summary", "run"]);
 });
+
+test("a run continued after its server stopped: the restarted step's text is replaced, the run says so", () => {
+  const chat = { id: "chat-r", title: "Resumed", created_at: "2025-06-01T10:00:00Z", updated_at: "2025-06-01T10:00:00Z",
+    active_run: null, paused: null };
+  const at = (type, step, more = {}) => ({ type, run_id: "run-r", step, ...more });
+  const frames = [
+    at("run_started", null, { chat_id: "chat-r", run_number: 1, resumed: false, resumed_from: null, user_message: null }),
+    at("step_started", 0),
+    at("text_delta", 0, { text: "Half an ans" }),
+    at("run_resumed", null, { replica: "proc-b", reason: "lease_expired", continuation: 1,
+      checkpoint: { step: 0, message_id: null }, restarted_step: 0 }),
+    at("step_started", 0),
+    at("text_delta", 0, { text: "The whole answer." }),
+  ].map((data, i) => ({ id: `1-${i + 1}`, data }));
+  let state = fold(reduce(emptyChat("chat-r"), { type: "client_chat", chat }), frames);
+  const run = state.runs[0];
+  assert.equal(run.restarts, 1);
+  assert.equal(run.status, "running");
+  assert.equal(run.steps.length, 1);
+  assert.equal(words(run.steps[0]), "The whole answer.", "the cut text is replaced, not added to");
+  // A resumed run whose step goes on (its calls answered) keeps what the step showed.
+  state = reduce(state, at("run_resumed", null, { continuation: 2, restarted_step: null }), { id: "1-7", at: 9 });
+  assert.equal(state.runs[0].restarts, 2);
+  assert.equal(words(state.runs[0].steps[0]), "The whole answer.");
+});

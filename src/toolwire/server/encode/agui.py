@@ -11,6 +11,9 @@ Each response follows one run and writes it as AG-UI events, `data: <event JSON>
     tool_result       → TOOL_CALL_RESULT, in completion order (metadata says `isError` and the duration)
     run_finished      → RUN_FINISHED {outcome: success | interrupt (one per approval) | cancelled, usage}
                         or RUN_ERROR {message, code} for a failed or interrupted run
+    run_resumed       → CUSTOM {name: "toolwire.run_resumed", value: {replica, reason, continuation,
+                        checkpoint, restartedStep}}, after ending what was open (and the step, when it is
+                        asked for again: its new attempt is a new step with new message ids)
 
 The protocol's ordering rules hold for every run however it ends: content starts before it streams,
 and every text message, reasoning message, tool call and step that was started is ended before
@@ -32,6 +35,7 @@ from typing import Any, ClassVar, Final
 import orjson
 from ag_ui.core import (
     BaseEvent,
+    CustomEvent,
     Interrupt,
     ReasoningEndEvent,
     ReasoningMessageEndEvent,
@@ -109,6 +113,8 @@ class AguiEncoder:
         self._run = ""
         self._step: str | None = None
         self._step_message = ""
+        self._attempt = ""
+        """Added to the ids of the steps after a `run_resumed`: a step asked for again gets new message ids."""
         self._text: str | None = None
         self._reasoning: str | None = None
         self._calls: dict[str, bool] = {}
@@ -185,7 +191,7 @@ class AguiEncoder:
     def _step_started(self, entry: LogEntry) -> bytes:
         out = self._finish_step()
         self._step = f"step-{entry.event.get('step')}"
-        self._step_message = f"{self._run}-{entry.event.get('step')}"
+        self._step_message = f"{self._run}-{entry.event.get('step')}{self._attempt}"
         return out + _frame(StepStartedEvent(step_name=self._step))
 
     def _tool_call_start(self, entry: LogEntry) -> bytes:
@@ -233,6 +239,16 @@ class AguiEncoder:
     def _step_finished(self, entry: LogEntry) -> bytes:
         return self._finish_step()
 
+    def _run_resumed(self, entry: LogEntry) -> bytes:
+        event = entry.event
+        self._run = self._run or str(event.get("run_id"))
+        restarted = event.get("restarted_step")
+        out = self._close_all() if restarted is None else self._finish_step()
+        self._attempt = f"-c{event.get('continuation')}"
+        return out + _frame(CustomEvent(name="toolwire.run_resumed", value={
+            "replica": event.get("replica"), "reason": event.get("reason"), "continuation": event.get("continuation"),
+            "checkpoint": event.get("checkpoint"), "restartedStep": restarted}))
+
     def _run_finished(self, entry: LogEntry) -> bytes:
         event = entry.event
         status = event.get("status")
@@ -264,5 +280,6 @@ class AguiEncoder:
         "message_end": _message_end,
         "approval_required": _approval_required,
         "step_finished": _step_finished,
+        "run_resumed": _run_resumed,
         "run_finished": _run_finished,
     }

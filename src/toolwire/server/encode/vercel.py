@@ -14,6 +14,9 @@ own schema (`uiMessageChunkSchema`), as `data: <chunk JSON>` frames, ending with
     approval_required → tool-approval-request {approvalId, toolCallId}
     step_finished     → finish-step
     run_finished      → finish {finishReason, messageMetadata} | abort (cancelled) | error + finish (failed)
+    run_resumed       → data-toolwire-resumed {replica, reason, continuation, checkpoint, restartedStep}, kept in
+                        the message, after ending open parts (and the step, when it is asked for again: the
+                        protocol cannot take back streamed text, so the marker says which step was restarted)
 
 A *turn* (one user message and everything answering it) is one UI message, even when approvals split
 it into several runs: its id is the id of the run the user message started, and a resumed run goes on
@@ -367,6 +370,18 @@ class VercelEncoder:
                 out += self._answer(result)
         return out
 
+    def _run_resumed(self, entry: LogEntry) -> list[dict[str, Any]]:
+        event = entry.event
+        out = self._close_parts()
+        restarted = event.get("restarted_step")
+        if restarted is not None and self._step_open:
+            self._step_open = False
+            out.append({"type": "finish-step"})
+        out.append({"type": "data-toolwire-resumed", "data": {
+            "replica": event.get("replica"), "reason": event.get("reason"), "continuation": event.get("continuation"),
+            "checkpoint": event.get("checkpoint"), "restartedStep": restarted}})
+        return out
+
     def _step_finished(self, entry: LogEntry) -> list[dict[str, Any]]:
         out = self._close_parts()
         if self._step_open:
@@ -421,5 +436,6 @@ class VercelEncoder:
         "approval_required": _approval_required,
         "message_saved": _message_saved,
         "step_finished": _step_finished,
+        "run_resumed": _run_resumed,
         "run_finished": _run_finished,
     }
