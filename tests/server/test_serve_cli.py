@@ -116,5 +116,6 @@ def test_serve_tells_option_mistakes_before_importing_the_server(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen == {" ".join(args): [1, []] for args in cases}, seen
-    assert len(done.stderr.splitlines()) == len(cases) and all(
-        line.startswith("toolwire: ") for line in done.stderr.splitlines()), done.stderr
+    said = done.stderr.splitlines()
+    assert len(said) == len(cases) and all(line.startswith("toolwire: ") for line in said), done.stderr
+    assert "Unknown provider 'nope'" in said[5] and "Unknown provider 'nope'" in said[6], said

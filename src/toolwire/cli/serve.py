@@ -260,6 +260,9 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UserError("--db-pool-size must be at least 1.")
     check_connection_arguments(args)
     if args.model and args.model != _FAKE:
+        from ..providers import get_provider
+
+        get_provider(args.model.partition(":")[0])  # an unknown provider is named first, as it always was
         check_model(args.model, api_key=args.api_key)
 
 
