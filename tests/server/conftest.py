@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.databases import fresh_database
 from tests.server.support import GateServer, ServerProcess
 
 
@@ -43,3 +44,19 @@ def serve(db_url: str, gate: GateServer, tmp_path: Path) -> Iterator[Callable[..
 @pytest.fixture
 def server(serve: Callable[..., ServerProcess]) -> ServerProcess:
     return serve()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def shared_server(request: pytest.FixtureRequest, gate: GateServer,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One `toolwire serve` per database for a module's tests that only read from it (bad requests, refusals):
+    it starts once for all of them instead of once each (a start is seconds of imports; module scope, so
+    that pytest regroups tests by database within a module only).
+    A test that writes (chats, runs, quotas) or whose result depends on what the server holds takes `server`."""
+    folder = tmp_path_factory.mktemp("shared-serve")
+    database = fresh_database(request, folder, request.param)
+    process = ServerProcess(db_url=next(database), gate_url=gate.url, folder=folder)
+    process.start()
+    yield process
+    process.stop()
+    database.close()  # drops a PostgreSQL database

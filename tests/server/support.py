@@ -68,12 +68,19 @@ def calls(*items: tuple[str, dict[str, Any]], preamble: str | None = None) -> Fa
 
 
 class Script:
-    """The turns answering one tag's requests, in order; gated scripts wait for `release` per frame."""
+    """The turns answering one tag's requests, in order; gated scripts wait for `release` per frame.
+
+    Two counts follow each frame out, because a client can read a frame before the gate's next line runs:
+    `handed` counts the frames given to the response (counted before, so from the moment a client could
+    see a frame, the count includes it: a test reading events compares with this one), `sent` those whose
+    write has returned (counted after, so a test waiting on it knows the frame has gone out).
+    """
 
     def __init__(self, turns: Sequence[FakeTurn], gated: bool) -> None:
         self.turns = list(turns)
         self.gated = gated
         self.requests = 0
+        self.handed = 0
         self.sent = 0
         self.finished = 0
         self._permits = 0
@@ -161,6 +168,7 @@ class GateServer:
                     if number:
                         while not script.take():  # noqa: ASYNC110 - released from the test's thread
                             await anyio.sleep(0.002)
+                    script.handed += 1
                     yield frame
                     script.sent += 1
                 script.finished += 1

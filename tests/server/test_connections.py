@@ -324,7 +324,7 @@ def test_the_docs_name_each_limit_with_its_flag_and_default() -> None:
 
 
 def test_the_help_copy_of_the_limits_defaults_matches_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An install without the `server` extra builds `serve --help` from a copy of the defaults."""
+    """`serve --help` shows a copy of the defaults (the parser does not import the server), kept equal here."""
     from toolwire.cli._connections import _defaults
     from toolwire.server.connections import ConnectionLimits
 

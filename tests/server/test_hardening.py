@@ -7,6 +7,7 @@ PostgreSQL where the database takes part.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -108,11 +109,25 @@ while not os.path.exists(stop):
 print(json.dumps(latencies[1:]))  # the first one connects
 """
 
+_STALL_SECONDS = 0.1
+"""The longest a health check may wait on an idle machine. What it guards against is the event loop being held
+by the attack's bodies: read there, a 3.9 MB body holds it tens of milliseconds (msgspec, history_bodies.py),
+four of them sent at once about 0.1 s or more, and parsing any of them into objects takes seconds."""
+
+
+def _health_bound() -> float:
+    """`_STALL_SECONDS`, times the runnable processes per core (the load average over the last minute) when
+    there are more than one: a process then gets that fraction of a core, and what the server does on its
+    event loop for each request (for the native routes, reading their 1 MB bodies) takes that many times as
+    long. CI's two cores have been seen at load 15 (0.75 s); an idle machine keeps 0.1 s."""
+    return _STALL_SECONDS * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
 
 async def _attack(server: ServerProcess, bodies: list[tuple[str, bytes]],
-                  folder: Path) -> tuple[list[int], list[float], int]:
+                  folder: Path) -> tuple[list[int], list[float], int, float]:
     """Send the bodies at once (as `carol`) while another process asks /healthz every 10 ms; the attack's
-    answers, the health checks' latencies and the growth of the server's peak memory."""
+    answers, the health checks' latencies, the growth of the server's peak memory and the bound the
+    latencies must stay under on this machine now (`_health_bound`)."""
     assert server.process is not None
     pid = server.process.pid
     before = _peak_rss(pid)
@@ -142,7 +157,7 @@ async def _attack(server: ServerProcess, bodies: list[tuple[str, bytes]],
             stop.touch()
         assert poller.stdout is not None
         output = b"".join([chunk async for chunk in poller.stdout])
-    return statuses, orjson.loads(output), _peak_rss(pid) - before
+    return statuses, orjson.loads(output), _peak_rss(pid) - before, _health_bound()
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -152,34 +167,35 @@ async def test_history_bodies_are_bounded_in_memory_and_never_stall_other_client
     async with server.api("alice") as alice:  # the server is warm: every module the attack reaches is loaded
         assert (await alice.client.get("/healthz")).status_code == 200
     huge = [(route, _history_body(route, 15_500_000)) for route in ("/api/chat", "/api/agui") for _ in range(2)]
-    statuses, latencies, growth = await _attack(server, huge, tmp_path)
+    statuses, latencies, growth, bound = await _attack(server, huge, tmp_path)
     print(f"16 MB x4: answers {statuses}, peak memory growth {growth / 1e6:.0f} MB, /healthz median "
           f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms, max "
-          f"{max(latencies) * 1000:.0f} ms over {len(latencies)} checks")
+          f"{max(latencies) * 1000:.0f} ms over {len(latencies)} checks (bound {bound * 1000:.0f} ms)")
     assert all(status in (0, 413) for status in statuses), statuses
     assert growth < 50_000_000
-    assert max(latencies) < 0.1
+    assert max(latencies) < bound
 
     # Bodies just under the cap are read, in worker processes: the server holds little more than the bodies.
     full = [(route, _history_body(route, 3_900_000)) for route in ("/api/chat", "/api/agui") for _ in range(2)]
     await _attack(server, full[1:3], tmp_path)  # the workers start (a second each, once): not what is measured
-    statuses, latencies, growth = await _attack(server, full, tmp_path)
+    statuses, latencies, growth, bound = await _attack(server, full, tmp_path)
     workers = [_peak_rss(child) for child in _children(server.process.pid)]  # type: ignore[union-attr]
     print(f"3.9 MB x4: answers {statuses}, server peak memory growth {growth / 1e6:.0f} MB, workers' peak "
           f"{[round(w / 1e6) for w in workers]} MB, /healthz median {sorted(latencies)[len(latencies) // 2] * 1000:.1f} "
           f"ms, max {max(latencies) * 1000:.0f} ms over "
-          f"{len(latencies)} checks")
+          f"{len(latencies)} checks (bound {bound * 1000:.0f} ms)")
     assert all(status in (200, 409) for status in statuses), statuses  # 409: the chat's run is already going
     assert growth < 6 * sum(len(body) for _, body in full)
-    assert max(latencies) < 0.1
+    assert max(latencies) < bound
 
     # The native routes' bodies (up to --max-body-bytes) are validated without building what they do not use.
     junk = b'{"title": "t", "unused": [' + b",".join([b"[]"] * 330_000) + b"]}"
-    statuses, latencies, growth = await _attack(server, [("/api/chats", junk)] * 4, tmp_path)
+    statuses, latencies, growth, bound = await _attack(server, [("/api/chats", junk)] * 4, tmp_path)
     print(f"1 MB x4 (native): answers {statuses}, server peak memory growth {growth / 1e6:.0f} MB, /healthz median "
-          f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms, max {max(latencies) * 1000:.0f} ms")
+          f"{sorted(latencies)[len(latencies) // 2] * 1000:.1f} ms, max {max(latencies) * 1000:.0f} ms "
+          f"(bound {bound * 1000:.0f} ms)")
     assert statuses == [201] * 4
-    assert max(latencies) < 0.1
+    assert max(latencies) < bound
 
 
 async def test_every_write_is_rate_limited_per_user_before_its_body_is_read(serve: Callable[..., ServerProcess]) -> None:

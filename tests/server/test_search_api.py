@@ -58,14 +58,14 @@ async def test_pages_follow_the_cursor_to_the_end(server: ServerProcess) -> None
     ("q=a&cursor=99999999999999999999", "`cursor` must be a whole number"),
     ("q=a&order=new", "Unknown query parameter 'order'"),
 ])
-async def test_bad_queries_get_a_sentence_not_a_500(server: ServerProcess, query: str, message: str) -> None:
-    async with server.api() as api:
+async def test_bad_queries_get_a_sentence_not_a_500(shared_server: ServerProcess, query: str, message: str) -> None:
+    async with shared_server.api() as api:
         response = await api.client.get("/api/search?" + query)
         assert response.status_code == 400, response.text
         assert message in response.json()["error"]["message"]
 
 
-async def test_search_needs_a_token(server: ServerProcess) -> None:
-    async with Api(server.url, None) as anonymous:
+async def test_search_needs_a_token(shared_server: ServerProcess) -> None:
+    async with Api(shared_server.url, None) as anonymous:
         response = await anonymous.client.get("/api/search", params={"q": "anything"})
         assert response.status_code == 401

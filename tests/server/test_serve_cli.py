@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -90,3 +91,31 @@ def test_serve_explains_bad_options_in_one_line(tmp_path: Path) -> None:
         assert done.returncode == 1, (args, done.stderr)
         assert done.stderr.startswith("toolwire: ") and expected in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_serve_tells_option_mistakes_before_importing_the_server(tmp_path: Path) -> None:
+    """The server's modules take a second and more to import: `serve` (and every other command, which
+    builds the same parser) answers what needs none of them first."""
+    (tmp_path / "tokens.txt").write_text("alice\n")
+    program = """if True:
+        import json, sys
+        from toolwire.cli import main
+        heavy = ("toolwire.server", "toolwire.store", "sqlalchemy", "starlette", "uvicorn")
+        seen = {}
+        for args in json.loads(sys.argv[1]):
+            code = main(["serve", "--port", "0", *args])
+            seen[" ".join(args)] = [code, sorted(m for m in heavy if m in sys.modules)]
+        print(json.dumps(seen))
+    """
+    cases = [["--token", "short"], ["--token", "x" * 16, "--tokens-file", "tokens.txt"],
+             ["--tokens-file", "tokens.txt"], ["--tokens-file", "missing.txt"],
+             ["--db", "postgresql://h/db", "--db-pool-size", "0"], ["--model", "nope"],
+             ["--model", "nope:model"], ["--header-timeout", "0"], ["--limit-concurrency", "-1"]]
+    done = subprocess.run([sys.executable, "-c", program, json.dumps(cases)], cwd=tmp_path, env=clean_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {" ".join(args): [1, []] for args in cases}, seen
+    said = done.stderr.splitlines()
+    assert len(said) == len(cases) and all(line.startswith("toolwire: ") for line in said), done.stderr
+    assert "Unknown provider 'nope'" in said[5] and "Unknown provider 'nope'" in said[6], said

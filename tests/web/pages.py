@@ -38,11 +38,18 @@ WATCH = """
     }
   };
   const lastStatus = new Map();
-  const card = (node) => {
-    if (node.nodeType === 1 && node.classList.contains("tool-card") && node.dataset.callId && node.dataset.status
-        && lastStatus.get(node.dataset.callId) !== node.dataset.status) {
-      lastStatus.set(node.dataset.callId, node.dataset.status);
-      window.__cardLog.push([node.dataset.callId, node.dataset.status]);
+  const logStatus = (id, status) => {
+    if (status && lastStatus.get(id) !== status) {
+      lastStatus.set(id, status);
+      window.__cardLog.push([id, status]);
+    }
+  };
+  // Statuses a card takes within one task (two events read from one network chunk) reach the observer
+  // together: each change's old value is the status the card had before it, the last one is on the card.
+  const card = (node, oldValue, touched) => {
+    if (node.nodeType === 1 && node.classList.contains("tool-card") && node.dataset.callId) {
+      logStatus(node.dataset.callId, oldValue);
+      touched.add(node);
     }
   };
   const args = (node) => {
@@ -52,11 +59,12 @@ WATCH = """
     }
   };
   new MutationObserver((records) => {
+    const touched = new Set();
     for (const record of records) {
       if (record.type === "childList" && record.target.nodeType === 1) args(record.target);
       if (record.type === "attributes") {
         inspect(record.target);
-        if (record.attributeName === "data-status") card(record.target);
+        if (record.attributeName === "data-status") card(record.target, record.oldValue, touched);
         continue;
       }
       for (const node of record.addedNodes) {
@@ -65,7 +73,8 @@ WATCH = """
         for (const inner of node.querySelectorAll("*")) inspect(inner);
       }
     }
-  }).observe(document, { subtree: true, childList: true, attributes: true });
+    for (const node of touched) logStatus(node.dataset.callId, node.dataset.status);
+  }).observe(document, { subtree: true, childList: true, attributes: true, attributeOldValue: true });
 })();
 """
 

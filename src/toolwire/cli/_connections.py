@@ -13,17 +13,14 @@ if TYPE_CHECKING:
 
 
 def _defaults() -> Any:
-    """The limits' defaults, read from `ConnectionLimits`. The command line is built by installs without the
-    `server` extra too (where `serve` then says what to install), and the server package needs Starlette and
-    uvicorn: there the help shows the same numbers from a copy."""
-    try:
-        from ..server.connections import ConnectionLimits
-    except ImportError:
-        from types import SimpleNamespace
+    """The limits' defaults for the help text: a copy of `ConnectionLimits`' (a test keeps them equal). Every
+    `toolwire` command builds this parser, and importing the server package for six numbers would cost each
+    of them the whole server's import (about a second); installs without the `server` extra have no server
+    package to read them from at all."""
+    from types import SimpleNamespace
 
-        return SimpleNamespace(header_timeout=10.0, keep_alive_timeout=5, max_request_line_bytes=8190,
-                               max_header_fields=100, max_header_field_bytes=8190, max_header_bytes=32_768)
-    return ConnectionLimits()
+    return SimpleNamespace(header_timeout=10.0, keep_alive_timeout=5, max_request_line_bytes=8190,
+                           max_header_fields=100, max_header_field_bytes=8190, max_header_bytes=32_768)
 
 
 def add_connection_arguments(p: Any) -> None:
@@ -52,9 +49,8 @@ def add_browser_arguments(p: Any) -> None:
                         "\"'self' https://portal.example\" (default: 'none', no site)")
 
 
-def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
-    from ..server.connections import ConnectionLimits
-
+def check_connection_arguments(args: argparse.Namespace) -> None:
+    """A `UserError` for a limit that is not more than 0."""
     for flag, value in (("--limit-concurrency", args.limit_concurrency), ("--header-timeout", args.header_timeout),
                         ("--timeout-keep-alive", args.timeout_keep_alive),
                         ("--max-request-line", args.max_request_line),
@@ -63,6 +59,12 @@ def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
                         ("--max-header-bytes", args.max_header_bytes)):
         if value is not None and value <= 0:
             raise UserError(f"{flag} must be more than 0.")
+
+
+def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    from ..server.connections import ConnectionLimits
+
+    check_connection_arguments(args)
     return ConnectionLimits(max_request_line_bytes=args.max_request_line, max_header_fields=args.max_header_fields,
                             max_header_field_bytes=args.max_header_field_bytes,
                             max_header_bytes=args.max_header_bytes, header_timeout=args.header_timeout,

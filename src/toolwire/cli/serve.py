@@ -53,7 +53,12 @@ from ..exceptions import ToolwireError, UserError
 from ..models import Model
 from ..tools import Tool
 from ..toolsets import Toolset
-from ._connections import add_browser_arguments, add_connection_arguments, connection_limits
+from ._connections import (
+    add_browser_arguments,
+    add_connection_arguments,
+    check_connection_arguments,
+    connection_limits,
+)
 from ._files import add_file_arguments, file_config
 from ._models import ServeModel, automatic_models, command_line_models, file_models, open_models, secrets_of
 from ._operations import add_operations_arguments, operations_config
@@ -237,8 +242,6 @@ def _pool_options(args: argparse.Namespace) -> dict[str, Any]:
     writers queue on one lock whatever the pool)."""
     if args.db_pool_size is None:
         return {}
-    if args.db_pool_size < 1:
-        raise UserError("--db-pool-size must be at least 1.")
     from ..store._engine import normalize_url
 
     if normalize_url(args.db).get_backend_name() != "postgresql":
@@ -246,28 +249,44 @@ def _pool_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"pool_size": args.db_pool_size, "max_overflow": args.db_pool_size}
 
 
-async def _serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
-    from ..demo_tools import DEMO_SYSTEM, SERVE_TOOLS, SUGGESTIONS
-    from ..server import Limits, ServerConfig, create_app
-    from ..server.auth import generate_token, read_tokens_file
-    from ..server.connections import uvicorn_options
-    from ..store import SQLStore
-    from ..store._engine import redacted_url
-
+def _check_options(args: argparse.Namespace) -> None:
+    """The options' mistakes that need nothing of the server, told before its modules are imported (which
+    takes a second and more): a mistyped option is answered at once."""
     if args.token and args.tokens_file:
         raise UserError("Give --token or --tokens-file, not both.")
+    if args.token and len(args.token) < 16:
+        raise UserError("--token must be at least 16 characters long; use a long random string.")
+    if args.db_pool_size is not None and args.db_pool_size < 1:
+        raise UserError("--db-pool-size must be at least 1.")
+    check_connection_arguments(args)
+    if args.model and args.model != _FAKE:
+        from ..providers import get_provider
+
+        get_provider(args.model.partition(":")[0])  # an unknown provider is named first, as it always was
+        check_model(args.model, api_key=args.api_key)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    from .._tokens import generate_token, read_tokens_file
+
+    _check_options(args)
     kept: Path | None = None
     if args.tokens_file:
         tokens = read_tokens_file(args.tokens_file)
     elif args.token:
-        if len(args.token) < 16:
-            raise UserError("--token must be at least 16 characters long; use a long random string.")
         tokens = {"local": [args.token]}
     else:
         kept = token_file_for(args.db)  # read or written once every option is known to be good
         tokens = {"local": [generate_token()]}
+
+    import uvicorn
+
+    from ..demo_tools import DEMO_SYSTEM, SERVE_TOOLS, SUGGESTIONS
+    from ..server import Limits, ServerConfig, create_app
+    from ..server.connections import uvicorn_options
+    from ..store import SQLStore
+    from ..store._engine import redacted_url
+
     toolsets = mcp_toolsets(args)
     demo = not args.tools and not toolsets
     tools = list(SERVE_TOOLS) if demo else load_tools(args.tools)
