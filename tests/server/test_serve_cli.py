@@ -118,4 +118,4 @@ def test_serve_tells_option_mistakes_before_importing_the_server(tmp_path: Path)
     assert seen == {" ".join(args): [1, []] for args in cases}, seen
     said = done.stderr.splitlines()
     assert len(said) == len(cases) and all(line.startswith("toolwire: ") for line in said), done.stderr
-    assert "Unknown provider 'nope'" in said[5] and "Unknown provider 'nope'" in said[6], said
+    assert "'nope' has no provider" in said[5] and "Unknown provider 'nope'" in said[6], said

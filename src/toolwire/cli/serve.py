@@ -259,17 +259,13 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.db_pool_size is not None and args.db_pool_size < 1:
         raise UserError("--db-pool-size must be at least 1.")
     check_connection_arguments(args)
-    if args.model and args.model != _FAKE:
-        from ..providers import get_provider
-
-        get_provider(args.model.partition(":")[0])  # an unknown provider is named first, as it always was
-        check_model(args.model, api_key=args.api_key)
 
 
 async def _serve(args: argparse.Namespace) -> None:
     from .._tokens import generate_token, read_tokens_file
 
     _check_options(args)
+    models = _pick_models(args)  # the models' mistakes too, before the server's imports
     kept: Path | None = None
     if args.tokens_file:
         tokens = read_tokens_file(args.tokens_file)
@@ -291,7 +287,6 @@ async def _serve(args: argparse.Namespace) -> None:
     demo = not args.tools and not toolsets
     tools = list(SERVE_TOOLS) if demo else load_tools(args.tools)
     system = args.system if args.system is not None else (DEMO_SYSTEM if demo else None)
-    models = _pick_models(args)
     store = SQLStore(args.db, engine_options=_pool_options(args))
     secrets = [*args.redact, *secrets_of(models)]
     limits = Limits(max_body_bytes=args.max_body_bytes, max_message_chars=args.max_message_chars,
