@@ -165,6 +165,12 @@ class Writes:
         self._record_call = calls.on_conflict_do_nothing(index_elements=["run_id", "call_id"])
         self._record_result = calls.on_conflict_do_update(index_elements=["run_id", "call_id"],
                                                           set_={"result_json": calls.excluded.result_json})
+        # Built once with bound parameters: a statement built per call costs its construction and cache key
+        # (about 0.2 ms of Python on every `POST /api/chats`) before the compiled cache can be used.
+        self._create_chat = dialect_insert(chats).values(
+            id=bindparam("b_id"), user_id=bindparam("b_user"), title=bindparam("b_title"),
+            created_at=bindparam("b_created"), updated_at=bindparam("b_updated")).on_conflict_do_nothing(
+            index_elements=["id"])
 
     # -- users and tokens --------------------------------------------------------------------
 
@@ -202,10 +208,8 @@ class Writes:
     # -- chats -------------------------------------------------------------------------------
 
     def create_chat(self, conn: Connection, chat: Chat) -> Chat:
-        inserted = conn.execute(
-            self._insert(chats).values(id=chat.id, user_id=chat.user_id, title=chat.title, created_at=chat.created_at,
-                                       updated_at=chat.updated_at)
-            .on_conflict_do_nothing(index_elements=["id"]))
+        inserted = conn.execute(self._create_chat, {"b_id": chat.id, "b_user": chat.user_id, "b_title": chat.title,
+                                                    "b_created": chat.created_at, "b_updated": chat.updated_at})
         if inserted.rowcount != 1:
             raise ChatIdTaken(f"The chat id {chat.id!r} is already taken; choose another id.")
         return chat
