@@ -173,6 +173,13 @@ class Writes:
         self._locks_start = dialect != "sqlite"
         self._start, self._start_titled = ((tree.with_previous_leaf(_START), tree.with_previous_leaf(_START_TITLED))
                                            if self._locks_start else (_START, _START_TITLED))
+        # Built once with bound parameters: a statement built per call costs its construction and cache key
+        # (about 0.2 ms of Python on every `POST /api/chats`) before the compiled cache can be used.
+        self._create_chat = dialect_insert(chats).values(
+            id=bindparam("b_id"), user_id=bindparam("b_user"), title=bindparam("b_title"),
+            created_at=bindparam("b_created"), updated_at=bindparam("b_updated"),
+            model=bindparam("b_model")).on_conflict_do_nothing(
+            index_elements=["id"])
 
     # -- users and tokens --------------------------------------------------------------------
 
@@ -210,10 +217,9 @@ class Writes:
     # -- chats -------------------------------------------------------------------------------
 
     def create_chat(self, conn: Connection, chat: Chat) -> Chat:
-        inserted = conn.execute(
-            self._insert(chats).values(id=chat.id, user_id=chat.user_id, title=chat.title, created_at=chat.created_at,
-                                       updated_at=chat.updated_at, model=chat.model)
-            .on_conflict_do_nothing(index_elements=["id"]))
+        inserted = conn.execute(self._create_chat, {"b_id": chat.id, "b_user": chat.user_id, "b_title": chat.title,
+                                                    "b_created": chat.created_at, "b_updated": chat.updated_at,
+                                                    "b_model": chat.model})
         if inserted.rowcount != 1:
             raise ChatIdTaken(f"The chat id {chat.id!r} is already taken; choose another id.")
         return chat
