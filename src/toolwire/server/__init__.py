@@ -4,15 +4,18 @@
 
 or, in your own ASGI stack:
 
+    from toolwire import Tool
     from toolwire.server import ChatContext, create_app
 
+    tools = [Tool(f) for f in (get_weather, book_table)]  # built once: a function's schema costs ~5 ms to build
     app = create_app(lambda ctx: Agent(model, tools=tools, memory=ctx.memory,
                                        max_parallel_tools=ctx.max_parallel_tools),
                      store="postgresql://user:password@host/db")
 
 Layout: `app` (the application and its lifespan), `routes` (one handler per endpoint), `runs` (the run
-manager: leases, recovery, ordering), `runner` (one run, persisted and published in order), `events`
-(the event vocabulary), `eventlog` (cursors and the per-chat log), `sse` (following and streaming),
+manager: leases, recovery, continuing runs, ordering), `runner` (one run, persisted and published in order),
+`journal` (what a run did so far, written behind its events), `events` (the event vocabulary), `eventlog`
+(cursors and the per-chat log), `sse` (following and streaming),
 `encode/` (one encoder per browser protocol: native, the Vercel AI SDK's UI message stream, AG-UI),
 `protocol_routes` (the Vercel and AG-UI endpoints), `approvals` (the paused state), `auth`, `limits`,
 `signals`, `schemas` (request bodies and the OpenAPI document), `errors`, `replicas` (the database lock:
