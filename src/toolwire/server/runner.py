@@ -179,6 +179,8 @@ class RunMemory:
         self._policy = policy
         self._notify = notify
         self._retry_seconds = retry_seconds
+        self.answered = False
+        """Whether the last round stored is the run's answer (no calls): a run handed over then ends instead."""
         self.frozen = False
         """Set when the run is handed over: what the agent appends while it is stopped (a round whose unfinished
         calls it answers itself) is not stored, and the server that continues the run finishes that round."""
@@ -214,6 +216,7 @@ class RunMemory:
         except StoreUnavailable:  # away for longer than the retries: kept for the run's end
             self.unsaved = safe
             raise
+        self.answered = bool(safe) and safe[-1].role == "assistant" and not safe[-1].tool_calls
         self._notify(_Saved(messages=list(messages), rows=rows))
 
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
@@ -347,10 +350,12 @@ class Runner:
                         tg.cancel_scope.cancel()
             if scope.cancelled_caught:
                 outcome.cancelled = self.watch.reason
-            if outcome.cancelled == "handover":
+            if outcome.cancelled == "handover" and not self.memory.answered:
                 with anyio.CancelScope(shield=True):
                     await self._hand_over()
                 return
+            if outcome.cancelled == "handover":  # stopped between storing its answer and its end: it ends here
+                outcome.cancelled = None
         except anyio.get_cancelled_exc_class():
             outcome.cancelled = "shutdown"
             with anyio.CancelScope(shield=True):

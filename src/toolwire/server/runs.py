@@ -290,7 +290,7 @@ class RunManager:
             if run.id in self._local:
                 continue  # ours, renewed late: it is still running here
             done: Recovered | Continued | None
-            if self.max_continuations <= 0:
+            if self.max_continuations <= 0 and run.lease_owner is not None:  # (no owner: handed over, continued)
                 done = await self.store.recover_run(run.id, owner=self.owner, lease_seconds=self.lease_seconds)
             elif self._stopping or self._tg is None or self._full():
                 continue  # a stopping (or full) server starts nothing: the run is another server's, or its next start's
