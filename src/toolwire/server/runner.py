@@ -216,7 +216,9 @@ class RunMemory:
         except StoreUnavailable:  # away for longer than the retries: kept for the run's end
             self.unsaved = safe
             raise
-        self.answered = bool(safe) and safe[-1].role == "assistant" and not safe[-1].tool_calls
+        last = safe[-1] if safe else None
+        self.answered = last is not None and last.role == "assistant" and not (last.tool_calls
+                                                                               or last.invalid_tool_calls)
         self._notify(_Saved(messages=list(messages), rows=rows))
 
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
