@@ -81,7 +81,7 @@ async def test_migrations_create_exactly_the_declared_schema(store: SQLStore) ->
             MigrationContext.configure(sync, opts={"include_name": described_by_metadata}), metadata))
         version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar_one()
     assert diff == []
-    assert version == "0007_durable_runs"
+    assert version == "0008_handover"
 
 
 async def test_opening_twice_migrates_once(db_url: str) -> None:

@@ -31,7 +31,8 @@ reverse proxy"). A running event stream is never cut by these.
 
 Ctrl-C (or SIGTERM) stops accepting runs (`/readyz` turns 503), lets running ones finish for up to
 `--drain-seconds`, interrupts what is left (each records its end and its followers get `run_finished`),
-then exits. A second Ctrl-C stops at once.
+then exits. A second Ctrl-C stops at once. With `--drain-handover` the running runs are handed over
+instead: each stops without ending once its running tools finished, and another server continues it.
 """
 
 from __future__ import annotations
@@ -113,6 +114,9 @@ def add_parser(sub: Any) -> None:
                    help="how long a chat's events are kept for resuming after its run ended (default: 900)")
     p.add_argument("--drain-seconds", type=float, default=0.0, metavar="SECONDS",
                    help="on SIGTERM, how long running runs may go on to finish before they are interrupted")
+    p.add_argument("--drain-handover", action="store_true",
+                   help="on SIGTERM, hand running runs over to another server (or the next start) instead of "
+                        "waiting for them; their running tools get up to --drain-seconds to finish")
     p.add_argument("--max-continuations", type=int, default=2, metavar="N",
                    help="how many times a run whose server stopped is continued elsewhere before it ends "
                         "interrupted (default: 2; 0: ended at once)")
@@ -301,6 +305,7 @@ async def _serve(args: argparse.Namespace) -> None:
                           drain_seconds=args.drain_seconds, replica_wait_seconds=args.replica_wait,
                           max_runs=args.max_runs, cors_origins=tuple(args.cors_origin),
                           multitask_strategy=args.multitask_strategy, max_continuations=args.max_continuations,
+                          drain_handover=args.drain_handover,
                           store_retry_seconds=args.db_retry_seconds, frame_ancestors=args.frame_ancestors,
                           suggestions=SUGGESTIONS if demo else (), models=tuple(m.choice for m in models),
                           **operations_config(args), **file_config(args))

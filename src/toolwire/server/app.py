@@ -103,6 +103,10 @@ class ServerConfig:
         max_continuations: How many times a run whose process stopped (a crash, a kill, a restart) is continued
             by the server that takes over its lease before it ends `interrupted` instead
             (docs/guides/durable-runs.md); 0 ends such runs at once, as before.
+        drain_handover: On a stop asked for by a signal, hand the running runs over instead of letting them
+            finish: each stops (once its running tool calls finished, for up to `drain_seconds`) without
+            ending, and another server (or this one's next start) continues it at once; not counted against
+            `max_continuations`.
         store_retry_seconds: How long a run retries a write while its database is away (a restart, an
             outage, a full disk) before it fails with `store_unavailable`; within it the run goes on as if
             nothing happened. Requests never wait: they answer 503 `store_unavailable` at once.
@@ -144,6 +148,7 @@ class ServerConfig:
     shutdown_grace_seconds: float = 5.0
     drain_seconds: float = 0.0
     max_continuations: int = 2
+    drain_handover: bool = False
     store_retry_seconds: float = STORE_RETRY_SECONDS
     replica_wait_seconds: float = 10.0
     max_runs: int | None = None
@@ -238,7 +243,7 @@ def create_app(
         limiter=used.limiter, policy=ResultPolicy(max_bytes=limits.max_tool_result_bytes, secrets=limits.redact),
         lease_seconds=config.lease_seconds, drain_seconds=config.drain_seconds, max_runs=config.max_runs,
         store_retry_seconds=config.store_retry_seconds, multitask_strategy=config.multitask_strategy, models=models,
-        max_continuations=config.max_continuations,
+        max_continuations=config.max_continuations, drain_handover=config.drain_handover,
     )
     state = ServerState(store=used.store, manager=manager, log=used.log, limits=limits,
                         heartbeat=config.heartbeat_seconds,

@@ -179,6 +179,11 @@ class RunMemory:
         self._policy = policy
         self._notify = notify
         self._retry_seconds = retry_seconds
+        self.answered = False
+        """Whether the last round stored is the run's answer (no calls): a run handed over then ends instead."""
+        self.frozen = False
+        """Set when the run is handed over: what the agent appends while it is stopped (a round whose unfinished
+        calls it answers itself) is not stored, and the server that continues the run finishes that round."""
         self.unsaved: list[Message] | None = None
         """A round the store could not take (it was away for longer than the retries): the run writes it at
         its end."""
@@ -197,6 +202,8 @@ class RunMemory:
 
     async def append(self, messages: Sequence[Message], conversation_id: str | None = None) -> None:
         self._check(conversation_id)
+        if self.frozen:
+            return
         safe = [self._policy.message(m) for m in messages]
         if self._files is not None:  # a tool's files become blobs: the row keeps references only
             with anyio.CancelScope(shield=True):
@@ -209,6 +216,9 @@ class RunMemory:
         except StoreUnavailable:  # away for longer than the retries: kept for the run's end
             self.unsaved = safe
             raise
+        last = safe[-1] if safe else None
+        self.answered = last is not None and last.role == "assistant" and not (last.tool_calls
+                                                                               or last.invalid_tool_calls)
         self._notify(_Saved(messages=list(messages), rows=rows))
 
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
@@ -290,6 +300,8 @@ class Runner:
         self._text_saved_at = 0.0
         self._cut_off: Message | None = None
         """Text a failure cut off in a step without calls, which the agent did not store (`_left_over`)."""
+        self.handed_over = False
+        """Set once the run stopped for a handover (`_hand_over`): it has not ended, and its lease is to be released."""
         self.continued = continued
         """Set when this process continues a run whose process stopped (docs/guides/durable-runs.md)."""
         if continued is not None:
@@ -340,6 +352,12 @@ class Runner:
                         tg.cancel_scope.cancel()
             if scope.cancelled_caught:
                 outcome.cancelled = self.watch.reason
+            if outcome.cancelled == "handover" and not self.memory.answered:
+                with anyio.CancelScope(shield=True):
+                    await self._hand_over()
+                return
+            if outcome.cancelled == "handover":  # stopped between storing its answer and its end: it ends here
+                outcome.cancelled = None
         except anyio.get_cancelled_exc_class():
             outcome.cancelled = "shutdown"
             with anyio.CancelScope(shield=True):
@@ -354,6 +372,30 @@ class Runner:
             await self._end(outcome, started)
         if self._later is not None:
             await self._write_later(*self._later)
+
+    @property
+    def tools_running(self) -> bool:
+        """Whether a tool call of the run has started and not finished (as far as its events say)."""
+        done = {result.call_id for result in self._results}
+        return any(call.id not in done for call in self._calls)
+
+    async def _hand_over(self) -> None:
+        """Stop without ending (no `run_finished`): publish what was committed, and write the journal and the step's
+        text as they stand, so that the server that continues the run starts from all of it. The manager then
+        releases the lease (`Store.release_lease`)."""
+        self.handed_over = True
+        try:
+            await self._flush_saved()
+            self._channel.close()
+            if self._step is not None and self._text_size > self._text_saved_size:
+                self._checkpoint_text(self._step)
+            self._journal.end()
+            await self._journal.run()  # what the cancelled journal task had not written yet
+        except Exception:  # the journal as it stands is a checkpoint too: the run goes on from there
+            logger.exception("Run %s of chat %s: writing its journal before the handover failed", self.run_id,
+                             self.chat_id, extra=self._ids())
+        logger.warning("Run %s of chat %s handed over: another server continues it", self.run_id, self.chat_id,
+                       extra=self._ids())
 
     def _ids(self) -> dict[str, str]:
         """The log record's fields naming this run (for `--log-format json`)."""
@@ -401,6 +443,8 @@ class Runner:
 
     async def _cancel_when_asked(self, scope: anyio.CancelScope) -> None:
         await self.watch.cancelled.wait()
+        if self.watch.reason == "handover":
+            self.memory.frozen = True  # before the agent sees the cancellation (see `RunMemory.frozen`)
         scope.cancel()
 
     async def _make_agent(self) -> Agent[Any]:

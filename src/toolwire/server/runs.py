@@ -21,7 +21,8 @@ event log. The manager also
   recovered it, and every replica's maintenance round (a queue whose replica died mid-way). A run that
   starts while an interrupt is queued stops at once (the interrupt was sent after it was asked for);
 - on shutdown stops accepting runs and interrupts the running ones (each still records its end and
-  publishes `run_finished`), so followers close; `drain` first lets them finish for a while.
+  publishes `run_finished`), so followers close; `drain` first lets them finish for a while, or (with
+  `drain_handover`) stops them without ending them and releases their leases, for another server to continue.
 
 What another process would have to share (several replicas) is behind interfaces: the `Store`
 (leases, one active run per chat, approvals), the `EventLog`, the `RunSignals` (cancel) and the
@@ -118,6 +119,7 @@ class _Local:
     chat_id: str
     run_number: int
     done: anyio.Event
+    runner: Runner | None = None
 
 
 class RunManager:
@@ -141,6 +143,7 @@ class RunManager:
         multitask_strategy: MultitaskStrategy = "reject",
         models: ServerModels | None = None,
         max_continuations: int = 2,
+        drain_handover: bool = False,
     ) -> None:
         self.store = store
         self.log = log
@@ -159,6 +162,7 @@ class RunManager:
         self.multitask_strategy = multitask_strategy
         self.models = models or ServerModels()
         self.max_continuations = max_continuations
+        self.drain_handover = drain_handover
         self._stopping = False
         self.queue: RunQueue | None = store if isinstance(store, RunQueue) else None
         self.accepting = False
@@ -181,10 +185,28 @@ class RunManager:
         interrupt what is left. A load balancer meanwhile sends new requests to the other replicas."""
         self.accepting = False
         self._stopping = True
-        if self.drain_seconds > 0 and self._local:
+        if self.drain_handover and self._local:
+            await self.hand_over()
+        elif self.drain_seconds > 0 and self._local:
             logger.warning("Stopping: %d run(s) get up to %.0f s to finish", len(self._local), self.drain_seconds)
             await self.wait_idle(self.drain_seconds)
         await self.begin_shutdown()
+
+    async def hand_over(self) -> None:
+        """Stop every run of this process without ending it, for another server to continue (`--drain-handover`,
+        docs/guides/durable-runs.md): each as soon as none of its tool calls is running (up to `drain_seconds`,
+        then at once), its journal written; its lease is then released (`_drive`)."""
+        logger.warning("Stopping: handing %d run(s) over to the other servers (their tools get up to %.0f s to "
+                       "finish)", len(self._local), self.drain_seconds)
+        deadline = anyio.current_time() + self.drain_seconds
+        while self._local and anyio.current_time() < deadline:
+            for run_id, local in list(self._local.items()):
+                if local.runner is None or not local.runner.tools_running:
+                    self.signals.watch(run_id).fire("handover")
+            await anyio.sleep(0.05)
+        for run_id in list(self._local):
+            self.signals.watch(run_id).fire("handover")  # its tools, still running, are stopped
+        await self.wait_idle(_CHAIN_WAIT)  # each writes its journal (what is left is shut down as before)
 
     async def begin_shutdown(self) -> None:
         """Refuse new runs and interrupt the running ones (they record their end and publish it)."""
@@ -268,7 +290,7 @@ class RunManager:
             if run.id in self._local:
                 continue  # ours, renewed late: it is still running here
             done: Recovered | Continued | None
-            if self.max_continuations <= 0:
+            if self.max_continuations <= 0 and run.lease_owner is not None:  # (no owner: handed over, continued)
                 done = await self.store.recover_run(run.id, owner=self.owner, lease_seconds=self.lease_seconds)
             elif self._stopping or self._tg is None or self._full():
                 continue  # a stopping (or full) server starts nothing: the run is another server's, or its next start's
@@ -485,6 +507,7 @@ class RunManager:
                         max_parallel_tools=self.limits.max_tool_concurrency,
                         resume=resume, trace_context=telemetry.capture_context(),  # type: ignore[arg-type]
                         retry_seconds=self.store_retry_seconds, files=self.files, model=model)
+        self._local[run.id].runner = runner
         self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
 
     async def _run_model(self, user: User, run: Run) -> str | None:
@@ -523,7 +546,8 @@ class RunManager:
         publisher = RunPublisher(self.log, chat_id=chat_id, run_id=run.id, run_number=run.run_number,
                                  last_index=index)
         restarted = continued.round is None
-        await publisher.run_event("run_resumed", None, replica=self.owner, reason="lease_expired",
+        await publisher.run_event("run_resumed", None, replica=self.owner,
+                                  reason="handover" if continued.handover else "lease_expired",
                                   continuation=continued.continuation,
                                   checkpoint={"step": continued.steps, "message_id": continued.last_row_id},
                                   restarted_step=continued.steps if restarted else None)
@@ -532,6 +556,7 @@ class RunManager:
                         max_parallel_tools=self.limits.max_tool_concurrency, retry_seconds=self.store_retry_seconds,
                         files=self.files, continued=continued,
                         model=self.models.resolve(run.model))  # the model it started on, while offered
+        self._local[run.id].runner = runner
         self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
 
     async def _previous_end_published(self, chat_id: str, previous: int) -> None:
@@ -553,6 +578,9 @@ class RunManager:
     async def _drive(self, runner: Runner, run_id: str, chat_id: str, done: anyio.Event) -> None:
         try:
             await runner.run()
+            if runner.handed_over:
+                with anyio.CancelScope(shield=True):  # released once: should it fail, the lease expires instead
+                    await self.store.release_lease(run_id, owner=self.owner)
         except Exception:  # `run()` never raises; should it, the manager (and every other run) must go on
             logger.exception("Run %s of chat %s ended with an error the runner did not handle", run_id, chat_id,
                              extra={"run_id": run_id, "chat_id": chat_id})

@@ -15,8 +15,10 @@ import anyio
 
 __all__ = ["CancelReason", "LocalSignals", "RunSignals"]
 
-CancelReason: TypeAlias = Literal["cancel", "shutdown"]
-"""`cancel`: a person asked (the run ends `cancelled`); `shutdown`: the server is stopping (`interrupted`)."""
+CancelReason: TypeAlias = Literal["cancel", "shutdown", "handover"]
+"""`cancel`: a person asked (the run ends `cancelled`); `shutdown`: the server is stopping (`interrupted`);
+`handover`: the server is stopping and hands the run over (it stops without ending, another server continues it;
+fired on this process's own runs only)."""
 
 
 @runtime_checkable

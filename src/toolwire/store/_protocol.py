@@ -319,6 +319,11 @@ class Store(ChatMemory, Protocol):
         `recover_run` does (`Recovered`). `None` as for `recover_run`."""
         ...
 
+    async def release_lease(self, run_id: str, *, owner: str) -> bool:
+        """Hand a running run over: its lease, if this owner still holds it, is released (no owner, expired now), so
+        the next `take_over_run` continues it as a handover (`Continued.handover`). `False` if it was not held."""
+        ...
+
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
         """Claim the one resumption of a saved run state: `True` the first time for that id only."""
         ...

@@ -227,10 +227,10 @@ class Recovered:
 class Continued:
     """A run whose process died, taken over to go on in this process (its lease is now this process's).
 
-    `continuation` counts the takeovers (1 for the first); `steps` are the steps the run committed so far (the
-    next one has that index); `round` is the round it was in, when a call of it had started or its response
-    had ended (`None`: the step in progress is sent again); `user` is the chat's owner, whom the run answers;
-    `last_row_id` is the newest row the run stored (its checkpoint), `None` if it stored none yet.
+    `continuation` counts the takeovers, handovers included (1 for the first); `steps` are the steps the run
+    committed so far (the next one has that index); `round` is the round it was in, when a call of it had started
+    or its response had ended (`None`: the step in progress is sent again); `user` is the chat's owner, whom the
+    run answers; `last_row_id` is the newest row the run stored (its checkpoint), `None` if it stored none yet.
     """
 
     run: Run
@@ -239,6 +239,8 @@ class Continued:
     steps: int
     round: ContinuedRound | None
     last_row_id: str | None = None
+    handover: bool = False
+    """Its server handed it over as it stopped (`release_lease`), rather than dying: not counted against the limit."""
 
 
 def iso(value: datetime) -> str:

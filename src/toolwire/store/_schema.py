@@ -141,6 +141,8 @@ runs = Table(
     Column("model", String(200), nullable=True),
     # How many times the run was continued after the process running it stopped (docs/guides/durable-runs.md).
     Column("continuations", Integer(), nullable=False, server_default=text("0")),
+    # How many times a stopping server handed it over (`--drain-handover`): not counted in `continuations`.
+    Column("handovers", Integer(), nullable=False, server_default=text("0")),
     # The text the step in progress streamed so far, `{"step": n, "text": ...}` (durable-runs.md).
     Column("step_text", Text(), nullable=True),
     UniqueConstraint("chat_id", "run_number"),

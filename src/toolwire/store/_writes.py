@@ -505,6 +505,13 @@ class Writes:
                               .values(lease_expires_at=time.time() + lease_seconds))
         return int(result.rowcount)
 
+    @staticmethod
+    def release_lease(conn: Connection, run_id: str, owner: str) -> bool:
+        result = conn.execute(update(runs).where(runs.c.id == run_id, runs.c.lease_owner == owner,
+                                                 runs.c.status == "running")
+                              .values(lease_owner=None, lease_expires_at=0.0))
+        return bool(result.rowcount == 1)
+
     def recover_run(self, conn: Connection, run_id: str, owner: str,
                     lease_seconds: float) -> tuple[Recovered, Chat | None] | None:
         if not _claim_expired(conn, run_id, owner, lease_seconds):
@@ -515,12 +522,16 @@ class Writes:
                       continue_limit: int) -> tuple[Continued | Recovered, Chat | None] | None:
         """Claim an expired run and continue it here (`Continued`), or end it as `recover_run` does once it was
         continued `continue_limit` times (`Recovered`); `None` when it is not running with an expired lease."""
+        # A lease without an owner was released by a server handing the run over (`release_lease`), not left by a
+        # process that died: the takeover is counted apart, and not against the limit.
+        handed_over = conn.execute(select(runs.c.lease_owner).where(runs.c.id == run_id)).scalar() is None
         if not _claim_expired(conn, run_id, owner, lease_seconds):
             return None
         row = conn.execute(_RUN_BY_ID, {"b_run": run_id}).one()
-        if row.continuations >= continue_limit:
+        if not handed_over and row.continuations >= continue_limit:
             return self._end_interrupted(conn, run_id)
-        conn.execute(update(runs).where(runs.c.id == run_id).values(continuations=runs.c.continuations + 1))
+        conn.execute(update(runs).where(runs.c.id == run_id).values(
+            **({"handovers": runs.c.handovers + 1} if handed_over else {"continuations": runs.c.continuations + 1})))
         step_message, calls, results, committed = _journal(conn, row)
         owner_row = conn.execute(select(users.c.id, users.c.name).join(chats, chats.c.user_id == users.c.id)
                                  .where(chats.c.id == row.chat_id)).one()
@@ -530,7 +541,7 @@ class Writes:
         run = self.run_where(conn, runs.c.id == run_id)
         assert run is not None
         return Continued(run=run, user=User(id=owner_row.id, name=owner_row.name),
-                         continuation=row.continuations + 1, steps=steps,
+                         continuation=row.continuations + row.handovers + 1, handover=handed_over, steps=steps,
                          last_row_id=stored[-1].id if stored else None,
                          round=continued_round(step_message=step_message, calls=calls, results=results,
                                                committed=committed)), None

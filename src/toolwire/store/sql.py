@@ -708,6 +708,10 @@ class SQLStore:
         return taken[0] if taken is not None else None
 
     @_shielded
+    async def release_lease(self, run_id: str, *, owner: str) -> bool:
+        return await self._write(partial(Writes.release_lease, run_id=run_id, owner=owner))
+
+    @_shielded
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
         return await self._write(partial(self._writes.claim_resume, state_id=state_id,
                                          conversation_id=conversation_id))
