@@ -130,5 +130,5 @@ def test_a_token_kept_a_moment_ago_by_another_server_wins(tmp_path: Path) -> Non
 def test_a_start_that_fails_on_its_options_keeps_no_token(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "toolwire", "serve", "--port", "0", "--model", "nope"], cwd=tmp_path,
                           env=clean_env(), capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "Unknown provider" in done.stderr
+    assert done.returncode == 1 and "has no provider" in done.stderr
     assert not (tmp_path / "toolwire.db.token").exists()

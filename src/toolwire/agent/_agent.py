@@ -22,10 +22,10 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Generic, TypedDict, TypeVar, get_args, overload
 
-import anyio
 import httpx
 from typing_extensions import TypeForm, Unpack
 
+from .._fresh_loop import run_in_new_loop
 from ..events import ToolResultEvent
 from ..exceptions import UserError
 from ..memory import ChatMemory, ResumeClaims
@@ -556,12 +556,12 @@ class Agent(Generic[OutputT, DepsT]):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return anyio.run(call)
+            return run_in_new_loop(call)
         # The worker thread runs in a copy of this context, so an `override` block around the call applies.
         context = contextvars.copy_context()
 
         def in_thread() -> RunResult[OutputT]:
-            return context.run(anyio.run, call)
+            return context.run(run_in_new_loop, call)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(in_thread).result()

@@ -28,6 +28,7 @@ import httpx
 from rich.console import Console
 from rich.text import Text
 
+from .._fresh_loop import run_in_new_loop
 from ..agent import Agent, Approval, Denial
 from ..exceptions import ToolwireError
 from ..messages import Message, ToolCallPart
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # An MCP server's own log lines would break into the chat screen: they are discarded.
         with open(os.devnull, "w") as quiet:
-            return anyio.run(_chat, args, quiet)
+            return run_in_new_loop(_chat, args, quiet)
     except (ToolwireError, httpx.HTTPError, OSError) as exc:
         sys.stderr.write(error_line(exc) + "\n")
         return 1

@@ -18,11 +18,11 @@ import os
 import sys
 from typing import Any
 
-import anyio
 import httpx
 from rich.console import Console
 from rich.text import Text
 
+from .._fresh_loop import run_in_new_loop
 from ..agent import Agent
 from ..demo_tools import DEMO_PROMPT, DEMO_SYSTEM, DEMO_TOOLS
 from ..exceptions import ToolwireError, UserError
@@ -142,7 +142,7 @@ async def _real(args: argparse.Namespace, console: Console) -> None:
 def run(args: argparse.Namespace) -> int:
     console = make_console()
     try:
-        anyio.run(_real if args.provider else _offline, args, console)
+        run_in_new_loop(_real if args.provider else _offline, args, console)
     except (ToolwireError, httpx.HTTPError, OSError) as exc:
         sys.stdout.flush()
         sys.stderr.write(error_line(exc) + "\n")

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
 import httpx
 import orjson
 
+from .._fresh_loop import run_in_new_loop
 from .._transport import Secrets
 from ..exceptions import StreamError, ToolwireError, UserError
 from ..messages import Message
@@ -76,7 +76,7 @@ async def record(args: argparse.Namespace) -> tuple[RecordingTransport, Message 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        transport, _ = anyio.run(record, args)
+        transport, _ = run_in_new_loop(record, args)
     except StreamError as exc:
         sys.stderr.write(f"\ntoolwire: {exc} (the stream as received was recorded in {args.out}).\n")
         return 1

@@ -17,9 +17,9 @@ import argparse
 import sys
 from typing import Any
 
-import anyio
 import httpx
 
+from .._fresh_loop import run_in_new_loop
 from ..agent import RunResult
 from ..exceptions import ToolwireError, UserError
 from ..messages import Message, dump_messages
@@ -69,7 +69,7 @@ async def _run(args: argparse.Namespace, prompt: str) -> RunResult[Any]:
 def run(args: argparse.Namespace) -> int:
     try:
         prompt = read_prompt(args.prompt)
-        result = anyio.run(_run, args, prompt)
+        result = run_in_new_loop(_run, args, prompt)
     except (ToolwireError, httpx.HTTPError, OSError) as exc:
         kept = getattr(exc, "messages", None)
         if args.json and kept:

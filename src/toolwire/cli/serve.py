@@ -50,6 +50,7 @@ from typing import Any
 import anyio
 import httpx
 
+from .._fresh_loop import run_in_new_loop
 from ..exceptions import ToolwireError, UserError
 from ..models import Model
 from ..tools import Tool
@@ -413,7 +414,7 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level, args.log_format)
     try:
-        anyio.run(_serve, args)
+        run_in_new_loop(_serve, args)
     except (ToolwireError, OSError) as exc:
         sys.stdout.flush()
         sys.stderr.write(error_line(exc) + "\n")
