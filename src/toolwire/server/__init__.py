@@ -12,14 +12,14 @@ or, in your own ASGI stack:
                                        max_parallel_tools=ctx.max_parallel_tools),
                      store="postgresql://user:password@host/db")
 
-Layout: `app` (the application and its lifespan), `routes` (one handler per endpoint), `runs` (the run
-manager: leases, recovery, continuing runs, ordering), `runner` (one run, persisted and published in order),
-`journal` (what a run did so far, written behind its events), `events` (the event vocabulary), `eventlog`
-(cursors and the per-chat log), `sse` (following and streaming),
-`encode/` (one encoder per browser protocol: native, the Vercel AI SDK's UI message stream, AG-UI),
-`protocol_routes` (the Vercel and AG-UI endpoints), `approvals` (the paused state), `auth`, `limits`,
-`signals`, `schemas` (request bodies and the OpenAPI document), `errors`, `replicas` (the database lock:
-one server alone, or replicas), `redis/` (the event log, signals and rate limits of several replicas).
+Layout: `app` (the application and its lifespan), `routes` (one handler per endpoint), `runs` (the run manager:
+leases, recovery, continuing runs, ordering), `runner` (one run, persisted and published in order), `run_memory`
+(the chat as a run's agent sees it, writes retried while the store is away), `journal` (what a run did so far,
+written behind its events), `events` (the event vocabulary), `eventlog` (cursors and the per-chat log), `sse`
+(following and streaming), `encode/` (one encoder per browser protocol: native, the Vercel AI SDK's UI message
+stream, AG-UI), `protocol_routes` (the Vercel and AG-UI endpoints), `approvals` (the paused state), `auth`,
+`limits`, `signals`, `schemas` (request bodies and the OpenAPI document), `errors`, `replicas` (the database
+lock: one server alone, or replicas), `redis/` (the event log, signals and rate limits of several replicas).
 """
 
 from .app import WEB_DIR as WEB_DIR, ServerConfig as ServerConfig, create_app as create_app

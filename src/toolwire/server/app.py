@@ -73,7 +73,8 @@ from .routes import (
     stream,
     update_chat,
 )
-from .runner import STORE_RETRY_SECONDS, AgentFactory
+from .run_memory import STORE_RETRY_SECONDS
+from .runner import AgentFactory
 from .runs import MultitaskStrategy, RunManager
 from .schemas import openapi_document
 from .signals import LocalSignals, RunSignals

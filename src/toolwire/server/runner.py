@@ -65,55 +65,22 @@ from ..events import Event, MessageEndEvent, TextDelta, ToolResultEvent, ToolSta
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
 from ..messages import InvalidToolCallPart, Message, ToolCallPart, ToolResultPart
-from ..store import Continued, MessageRow, RunStatus, Store, StoreUnavailable, User
+from ..store import Continued, RunStatus, Store, StoreUnavailable, User
 from ..store._recovery import INTERRUPTED, ContinuedRound, interrupted_round
 from ..store.blobs import Files
 from .approvals import part_dicts, record_pause
 from .eventlog import LogEntry
 from .events import RunPublisher, usage_dict
-from .file_parts import keep_result_files, resolve, without_data
+from .file_parts import without_data
 from .journal import Journal
 from .limits import RateLimiter, ResultPolicy
+from .run_memory import RETRY_FIRST, STORE_RETRY_SECONDS, RunMemory, Saved, durably
 from .signals import CancelReason, RunWatch
 
 __all__ = ["AgentFactory", "ChatContext", "RunMemory", "Runner"]
 
 logger = logging.getLogger("toolwire.server")
-
 _T = TypeVar("_T")
-
-STORE_RETRY_SECONDS = 20.0
-"""How long a run retries a write while the database is away (`ServerConfig.store_retry_seconds`). Under the
-agent's 30 s bound on a memory append; long enough for a PostgreSQL restart or a short failover."""
-_RETRY_FIRST = 0.05
-_RETRY_LONGEST = 1.0
-"""Backoff between two attempts: doubling from `_RETRY_FIRST` up to `_RETRY_LONGEST` seconds."""
-
-
-async def durably(write: Callable[[], Awaitable[_T]], *, seconds: float, what: str, run_id: str,
-                  chat_id: str) -> _T:
-    """`write()`, tried again with backoff while the store is unavailable, for up to `seconds`; then its
-    `StoreUnavailable` is raised. Other errors are raised at once."""
-    deadline = time.monotonic() + seconds
-    delay = _RETRY_FIRST
-    failures = 0
-    while True:
-        try:
-            result = await write()
-        except StoreUnavailable as exc:
-            failures += 1
-            if failures == 1:
-                logger.warning("Run %s of chat %s: %s failed, retrying for up to %.0f s: %s", run_id, chat_id, what,
-                               seconds, exc, extra={"run_id": run_id, "chat_id": chat_id})
-            if time.monotonic() + delay > deadline:
-                raise
-            await anyio.sleep(delay)
-            delay = min(delay * 2, _RETRY_LONGEST)
-            continue
-        if failures:
-            logger.warning("Run %s of chat %s: %s succeeded after %d failed attempt(s)", run_id, chat_id, what,
-                           failures, extra={"run_id": run_id, "chat_id": chat_id})
-        return result
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,12 +105,6 @@ class ChatContext:
 AgentFactory: TypeAlias = Callable[[ChatContext], "Agent[Any] | Awaitable[Agent[Any]]"]
 
 
-@dataclass(slots=True, kw_only=True)
-class _Saved:
-    messages: list[Message]
-    rows: list[MessageRow]
-    published: bool = False
-
 
 TEXT_CHECKPOINT_SECONDS = 1.0
 TEXT_CHECKPOINT_BYTES = 8192
@@ -158,72 +119,9 @@ _BATCH = 8
 a burst, so they keep up with it even when the log keeps only a few dozen events per chat."""
 
 
-_ChannelItem: TypeAlias = (tuple[Literal["item"], Any] | tuple[Literal["saved"], _Saved]
+_ChannelItem: TypeAlias = (tuple[Literal["item"], Any] | tuple[Literal["saved"], Saved]
                            | tuple[Literal["end"], Exception | None])
 
-
-class RunMemory:
-    """The chat as one run's agent sees it: `load` the history, `append` rows tagged with the run.
-
-    Appends are shielded: a round the agent hands over while being cancelled is still written whole.
-    """
-
-    def __init__(self, store: Store, *, chat_id: str, run_id: str, policy: ResultPolicy,
-                 notify: Callable[[_Saved], object], retry_seconds: float = STORE_RETRY_SECONDS,
-                 files: Files | None = None, user_id: str = "") -> None:
-        self._store = store
-        self._files = files
-        self._user_id = user_id
-        self.chat_id = chat_id
-        self.run_id = run_id
-        self._policy = policy
-        self._notify = notify
-        self._retry_seconds = retry_seconds
-        self.answered = False
-        """Whether the last round stored is the run's answer (no calls): a run handed over then ends instead."""
-        self.frozen = False
-        """Set when the run is handed over: what the agent appends while it is stopped (a round whose unfinished
-        calls it answers itself) is not stored, and the server that continues the run finishes that round."""
-        self.unsaved: list[Message] | None = None
-        """A round the store could not take (it was away for longer than the retries): the run writes it at
-        its end."""
-
-    def _check(self, conversation_id: str | None) -> None:
-        if conversation_id not in (None, self.chat_id):
-            raise UserError(f"This run's memory holds chat {self.chat_id!r}; it cannot read or write conversation "
-                            f"{conversation_id!r}.")
-
-    async def load(self, conversation_id: str | None = None) -> list[Message]:
-        self._check(conversation_id)
-        # Exactly the branch this run answers: the path from the root to its last row, whatever branch the chat
-        # shows now (a chat is a tree, see store/_tree.py); files referenced by blob id get their bytes.
-        history = await self._store.run_history(self.chat_id, self.run_id)
-        return history if self._files is None else await resolve(history, self._files)
-
-    async def append(self, messages: Sequence[Message], conversation_id: str | None = None) -> None:
-        self._check(conversation_id)
-        if self.frozen:
-            return
-        safe = [self._policy.message(m) for m in messages]
-        if self._files is not None:  # a tool's files become blobs: the row keeps references only
-            with anyio.CancelScope(shield=True):
-                safe = await keep_result_files(safe, self._files, user_id=self._user_id, chat_id=self.chat_id)
-        try:
-            with anyio.CancelScope(shield=True):
-                rows = await durably(lambda: self._store.append_messages(self.chat_id, safe, run_id=self.run_id),
-                                     seconds=self._retry_seconds, what="storing a round", run_id=self.run_id,
-                                     chat_id=self.chat_id)
-        except StoreUnavailable:  # away for longer than the retries: kept for the run's end
-            self.unsaved = safe
-            raise
-        last = safe[-1] if safe else None
-        self.answered = last is not None and last.role == "assistant" and not (last.tool_calls
-                                                                               or last.invalid_tool_calls)
-        self._notify(_Saved(messages=list(messages), rows=rows))
-
-    async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
-        """The store's once-only claim of a saved state (for agents that resume through their memory)."""
-        return await self._store.claim_resume(state_id, conversation_id or self.chat_id)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -273,7 +171,7 @@ class Runner:
         self.trace_context = trace_context  # the request's trace: the run outlives it but belongs to it
         # Unbounded, like the agent's own queue: its size is bounded by what the run produces.
         self._channel: ItemQueue[_ChannelItem] = ItemQueue()
-        self._pending: deque[_Saved] = deque()
+        self._pending: deque[Saved] = deque()
         self._out: list[LogEntry] = []
         """Entries numbered and not yet appended to the log (appended in order, every one, by `_flush`)."""
         self._journal = Journal(self._write_journal)
@@ -312,7 +210,7 @@ class Runner:
                 self._step_message = continued.round.message
                 self._results = list(continued.round.results)
 
-    def _saved(self, saved: _Saved) -> None:
+    def _saved(self, saved: Saved) -> None:
         """A round's rows are committed (called by the memory, in the agent's task, right after the commit)."""
         for message in saved.messages:
             for part in message.parts:
@@ -421,7 +319,7 @@ class Runner:
                            usage: dict[str, Any] | None) -> None:
         """The end of a run whose database stayed away past the retries (`run_finished` is already out): written
         once the database is back, the run holding its lease meanwhile. Stops with the server."""
-        delay = _RETRY_FIRST
+        delay = RETRY_FIRST
         while True:
             try:
                 if left:
@@ -526,7 +424,7 @@ class Runner:
         rows = await self._durably("storing the continued round", partial(
             self.store.append_messages, self.chat_id, messages, run_id=self.run_id))
         self._stored_calls.update(call.id for call in round_.message.parts if isinstance(call, ToolCallPart))
-        self._publish_saved(_Saved(messages=messages, rows=rows))
+        self._publish_saved(Saved(messages=messages, rows=rows))
         await self._flush()
 
     async def _pump(self, run: AgentRun[Any]) -> None:
@@ -574,7 +472,7 @@ class Runner:
                     self._awaiting = messages
                 continue
             if kind == "saved":
-                assert isinstance(payload, _Saved)
+                assert isinstance(payload, Saved)
                 if self._awaiting is not None and self._awaiting == payload.messages:
                     self._awaiting = None
                     self._publish_saved(payload)
@@ -651,7 +549,7 @@ class Runner:
         self._journal.add(partial(self._durably, "checkpointing a step's text",
                                   partial(self.store.record_step_text, self.run_id, step, text)))
 
-    def _publish_saved(self, saved: _Saved) -> None:
+    def _publish_saved(self, saved: Saved) -> None:
         """Number a stored round's `message_saved` rows (and `step_finished`): they go out with the next append,
         which nothing else of the run can come between."""
         if saved.published:
@@ -672,7 +570,7 @@ class Runner:
         while (received := self._channel.get_nowait()) is not None:
             kind, payload = received
             if kind == "saved":
-                assert isinstance(payload, _Saved)
+                assert isinstance(payload, Saved)
                 self._pending.append(payload)
         while self._pending:
             self._publish_saved(self._pending.popleft())

@@ -63,7 +63,8 @@ from .eventlog import Cursor, CursorExpired, EventLog, Position
 from .events import RunPublisher, usage_dict
 from .limits import Limits, RateKind, RateLimiter, ResultPolicy
 from .model_choice import ServerModels
-from .runner import STORE_RETRY_SECONDS, AgentFactory, Runner
+from .run_memory import STORE_RETRY_SECONDS
+from .runner import AgentFactory, Runner
 from .signals import RunSignals
 
 __all__ = ["MULTITASK_STRATEGIES", "MultitaskStrategy", "RunHandle", "RunManager", "renumbered_start"]
