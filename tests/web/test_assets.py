@@ -17,7 +17,7 @@ def test_everything_the_page_loads_is_served() -> None:
     loaded = re.findall(r'(?:src|href)="static/([^"]+)"', page)
     assert sorted(loaded) == ["app.js", "favicon.svg", "style.css"]
     imported = {name for module in MODULES for name in re.findall(r'from "\./([^"]+)"', module.read_text())}
-    assert imported == {"api.js", "attachments.js", "branches.js", "copy.js", "markdown.js", "models.js", "reducer.js", "render.js", "search.js", "selectors.js",
+    assert imported == {"api.js", "attachments.js", "branches.js", "cards.js", "copy.js", "markdown.js", "models.js", "reducer.js", "render.js", "search.js", "selectors.js",
                         "session.js", "sse.js", "theme.js", "vendor/markdown-libs.js"}
     styles = set(re.findall(r'@import url\("([^"]+)"\)', (WEB_DIR / "style.css").read_text()))
     assert styles == {"markdown.css"}

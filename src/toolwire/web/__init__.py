@@ -7,11 +7,11 @@ How a server mounts it:
 - The page calls `api/...` relative to its own address, so `/` and `/api/...` must share a path prefix.
 
 The modules: `app.js` (the page), `session.js` (open a chat, follow and resume runs), `api.js` (REST and
-event streams over fetch), `sse.js` (the SSE parser), `reducer.js` (the pure event reducer),
-`selectors.js` (what the state shows), `render.js` (the DOM), `search.js` (searching the chats),
-`markdown.js` (Markdown built as elements, never as HTML), `copy.js` (copy buttons), `branches.js` (versions,
-editing, regenerate and retry), `models.js` (the model picker), `theme.js` (the colour
-theme); `favicon.svg` is the tab's icon.
+event streams over fetch), `sse.js` (the SSE parser), `reducer.js` (the pure event reducer), `cards.js`
+(tool-call cards and the steps that hold them, live or stored), `selectors.js` (what the state shows),
+`render.js` (the DOM), `search.js` (searching the chats), `markdown.js` (Markdown built as elements, never as
+HTML), `copy.js` (copy buttons), `branches.js` (versions, editing, regenerate and retry), `models.js` (the
+model picker), `theme.js` (the colour theme); `favicon.svg` is the tab's icon.
 `vendor/markdown-libs.js` is the Markdown parser and code highlighter markdown.js draws from (micromark and
 lowlight, bundled by scripts/build-web-vendor from web-build/; licences in `vendor/LICENSES.txt`);
 `markdown.css` (imported by `style.css`) styles Markdown and the highlighted code.

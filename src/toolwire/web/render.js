@@ -11,7 +11,7 @@
 import { fileViews } from "./attachments.js";
 import { addCodeCopyButtons, copyButton } from "./copy.js";
 import { updateMarkdown } from "./markdown.js";
-import { CardStatus, stepFromRow } from "./reducer.js";
+import { CardStatus, stepFromRow } from "./cards.js";
 import { cardsOf, conversationItems } from "./selectors.js";
 
 const STATUS_LABEL = {

@@ -1,7 +1,7 @@
 // Read-only views of the chat state for the renderer and the page: what the conversation shows, in
 // which order, and what the person can do now (stop a run, decide waiting calls). Pure, like the reducer.
 
-import { CardStatus } from "./reducer.js";
+import { CardStatus } from "./cards.js";
 
 /**
  * What the conversation shows, in order: stored rows (those not drawn by a run this page follows),

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CardStatus, compareCursors, emptyChat, reduce, stepFromRow } from "../../../src/toolwire/web/reducer.js";
+import { CardStatus, stepFromRow } from "../../../src/toolwire/web/cards.js";
+import { compareCursors, emptyChat, reduce } from "../../../src/toolwire/web/reducer.js";
 import { activeRun, cardsOf, conversationItems, pendingApprovals } from "../../../src/toolwire/web/selectors.js";
 import { allCards, fold, fresh, sequence, words } from "./helpers.mjs";
 
