@@ -238,7 +238,7 @@ async def test_killed_while_a_calls_arguments_stream_the_step_is_asked_for_again
         while not any(e.type == "tool_call_delta" for e in on_b):  # until the arguments are half-way
             sent = script.sent
             script.release(1)
-            await until(lambda: script.sent > sent)
+            await until(lambda sent=sent: script.sent > sent)
             await anyio.sleep(0.05)  # B's follower reads what went out
         assert not any(e.type in ("tool_call_end", "tool_started") for e in on_b)
 
