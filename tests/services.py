@@ -26,6 +26,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +143,10 @@ def start_postgres() -> Iterator[PostgresCluster]:
             async with SQLStore(cluster.url(TEMPLATE)):
                 pass
 
-        anyio.run(migrate)
+        # In a thread of its own: a test may start the cluster from a thread that runs an event loop already (the
+        # browser tests', whose Playwright sync API keeps one running), where `anyio.run` refuses to start.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(anyio.run, migrate).result()
         yield cluster
     finally:
         cluster.stop()

@@ -287,6 +287,27 @@ async def test_max_steps_raises_with_a_valid_history_that_can_be_continued() -> 
 
 
 @pytest.mark.anyio
+async def test_a_run_starting_past_steps_taken_elsewhere_counts_them_against_max_steps() -> None:
+    """`AgentRun.first_step` (a server continuing a run whose process stopped): the steps before it are the run's."""
+    seen: list[int] = []
+
+    @tool
+    def again(ctx: RunContext) -> str:
+        seen.append(ctx.step)
+        return "again"
+
+    model = ScriptedModel(*([ToolCall("again", {})] for _ in range(3)), ["Finally."])
+    agent = Agent(model, tools=[again], max_steps=3)
+    stream = agent.stream("loop")
+    stream.first_step = 1
+    with pytest.raises(MaxStepsExceeded):
+        async with stream as run:
+            async for _ in run:
+                pass
+    assert len(model.requests) == 2 and seen == [1, 2]  # two requests left of three, numbered on from 1
+
+
+@pytest.mark.anyio
 async def test_run_stream_prefixes_the_first_text_after_a_tool_round_with_a_newline() -> None:
     @tool
     def clock() -> str:

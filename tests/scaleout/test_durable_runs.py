@@ -7,15 +7,19 @@ which calls ran, and how many times, in whichever process.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
 from tests.server.support import Api, Event, GateServer, ServerProcess, calls, read_events, text, until
 from tests.server.test_runs import assert_valid_history
+from toolwire.testing.fake import FakeToolCall, FakeTurn
 
 pytestmark = pytest.mark.anyio
 
@@ -151,3 +155,152 @@ async def test_one_kill_at_three_phases_every_run_goes_on_on_the_other_replica(
         assert "run_resumed" not in [e.type for e in decided]
         assert gate.events.count("transfer:bob:5") == 1
         assert_valid_history(await on_b.rows(paused_chat))
+
+
+# -- one phase per test: the same cut, seen from both replicas ---------------------------------------------------------
+
+
+@dataclass
+class Takeover:
+    """What followers saw of a run whose replica A was SIGKILLed and which replica B continued."""
+
+    on_b: list[Event]
+    """A follower on B from the run's first event to its end."""
+    before: list[Event]
+    """What the run's own POST on A showed before A died."""
+    after: list[Event]
+    """What that client got from B when it reconnected with the last id A had sent (`Last-Event-ID`)."""
+    seconds: float
+    """From the kill to `run_resumed` on B."""
+
+
+async def killed_mid_run(a: ServerProcess, b: ServerProcess, chat: str, message: str,
+                         cut: Callable[[list[Event]], Awaitable[None]], then: Callable[[], None]) -> Takeover:
+    """Send `message` on A with a follower on B, await `cut(on_b)` (the run held at the phase the test wants),
+    SIGKILL A, call `then()` (let the gate go on), and follow the run on B to its end; the client that sent the
+    message then reconnects to B with the last id it got from A."""
+    on_b: list[Event] = []
+    before: list[Event] = []
+
+    async def send() -> None:
+        with contextlib.suppress(httpx.HTTPError):  # A dies under the stream
+            async with on_a.send(chat, message) as response:
+                async for event in read_events(response):
+                    before.append(event)
+
+    async with a.api() as on_a, b.api() as on_b_api, anyio.create_task_group() as tg:
+        tg.start_soon(send)
+        await until(lambda: bool(before))
+        tg.start_soon(collect, on_b_api, chat, None, on_b)
+        await until(lambda: bool(on_b))
+        await cut(on_b)
+        a.kill()  # SIGKILL: no shutdown, no handover
+        killed = time.monotonic()
+        then()
+        await until(lambda: any(e.type == "run_resumed" for e in on_b), timeout=LEASE * 10)
+        seconds = time.monotonic() - killed
+        await until(lambda: bool(on_b) and on_b[-1].type == "run_finished", timeout=30)
+        tg.cancel_scope.cancel()
+    async with b.api() as on_b_api:
+        after = await collect(on_b_api, chat, before[-1].id)
+    print(f"run_resumed {seconds:.2f} s after the kill (lease {LEASE} s)")
+    return Takeover(on_b=on_b, before=before, after=after, seconds=seconds)
+
+
+def one_stream(seen: Takeover) -> Event:
+    """Both followers saw one gap-free stream that ends completed, with one `run_resumed`; returns that event."""
+    gap_free(seen.on_b)
+    gap_free(seen.before + seen.after)  # A's part and B's rest, joined at the cursor: nothing lost, nothing twice
+    assert [e.id for e in seen.before + seen.after] == [e.id for e in seen.on_b]
+    kinds = [e.type for e in seen.on_b]
+    assert kinds[0] == "run_started" and kinds.count("run_resumed") == 1, kinds
+    assert kinds[-1] == "run_finished" and seen.on_b[-1].data["status"] == "completed", kinds
+    assert "run_resumed" not in [e.type for e in seen.before]  # A died first: the marker comes from B
+    assert seen.seconds < LEASE * 5 + 5  # the bound is lease + lease/3; generous for a loaded machine
+    resumed = seen.on_b[kinds.index("run_resumed")]
+    assert resumed.data["reason"] == "lease_expired" and resumed.data["continuation"] == 1
+    return resumed
+
+
+async def test_killed_while_a_calls_arguments_stream_the_step_is_asked_for_again_and_the_call_runs_once(
+        replica: Replica, gate: GateServer, tmp_path: Path) -> None:
+    """A dies after the model sent part of a call's arguments: no call had started, so nothing ran; B asks for the
+    step again, and the (non-idempotent) call of the new attempt runs once."""
+    a, b = await two_replicas(replica, tmp_path)
+    pieces = ['{"la', 'bel": "ar', 'gs-pay"}']
+    cut_call = FakeTurn(parts=[FakeToolCall(name="charge", arguments={"label": "args-pay"}, id="call_cut",
+                                            chunks=pieces)])
+    again = FakeTurn(parts=[FakeToolCall(name="charge", arguments={"label": "args-pay"}, id="call_again")])
+    script = gate.script("args", cut_call, again, text("Charged once."), gated=True)
+    gate.release_tool("args-pay")
+
+    async def cut(on_b: list[Event]) -> None:
+        while not any(e.type == "tool_call_delta" for e in on_b):  # until the arguments are half-way
+            sent = script.sent
+            script.release(1)
+            await until(lambda sent=sent: script.sent > sent)
+            await anyio.sleep(0.05)  # B's follower reads what went out
+        assert not any(e.type in ("tool_call_end", "tool_started") for e in on_b)
+
+    async with a.api() as on_a:
+        chat = await on_a.new_chat()
+    seen = await killed_mid_run(a, b, chat, "[[args]] charge it", cut, script.open)
+
+    resumed = one_stream(seen)
+    assert resumed.data["restarted_step"] == 0 and resumed.data["checkpoint"]["step"] == 0
+    kinds = [e.type for e in seen.on_b]
+    at = kinds.index("run_resumed")
+    assert kinds[at + 1] == "step_started" and seen.on_b[at + 1].data["step"] == 0
+    assert "tool_started" not in kinds[:at]  # the cut call never started
+    assert [e.data["call"]["id"] for e in seen.on_b if e.type == "tool_started"] == ["call_again"]
+    assert gate.events.count("exec:charge:args-pay") == 1  # the journal: the charge ran once, on B
+    assert script.requests == 3  # the cut request, its new attempt, the answer
+    async with b.api() as on_b:
+        rows = await on_b.rows(chat)
+    assert_valid_history(rows)
+    assert [r["kind"] for r in rows] == ["user", "tools_aggregate", "assistant"]
+    [result] = rows[1]["messages"][1]["parts"]
+    assert result["call_id"] == "call_again" and result["result"] == {"label": "args-pay", "released": True}
+    assert "call_cut" not in str(rows)  # the cut attempt left nothing in the history
+    assert rows[2]["messages"][0]["parts"][0]["text"] == "Charged once."
+
+
+async def test_killed_between_rounds_the_stored_round_stands_and_the_next_request_is_sent_again(
+        replica: Replica, gate: GateServer, tmp_path: Path) -> None:
+    """A dies after it stored a round (a non-idempotent tool's result) and sent the next model request, before the
+    answer came: B sends that request again; the tool never runs again and its result is stored once."""
+    a, b = await two_replicas(replica, tmp_path)
+    answer = text("Paid, once.")
+    script = gate.script("between", calls(("charge", {"label": "between-pay"})), answer, answer)
+
+    async def cut(on_b: list[Event]) -> None:
+        await until(lambda: gate.waiting.get("between-pay", 0) == 1)
+        script.gated = True  # the next request's answer waits (its first frame, a role, goes out at once)
+        gate.release_tool("between-pay")
+        await until(lambda: any(e.type == "message_saved" and e.data["row"]["kind"] == "tools_aggregate"
+                                for e in on_b))
+        await until(lambda: script.requests == 2)  # the next request was sent, and is not answered
+        assert not any(e.type == "text_delta" for e in on_b)
+
+    async with a.api() as on_a:
+        chat = await on_a.new_chat()
+    seen = await killed_mid_run(a, b, chat, "[[between]] pay", cut, script.open)
+
+    resumed = one_stream(seen)
+    stored = next(e for e in seen.on_b if e.type == "message_saved" and e.data["row"]["kind"] == "tools_aggregate")
+    assert resumed.data["restarted_step"] == 1
+    assert resumed.data["checkpoint"] == {"step": 1, "message_id": stored.data["row"]["id"]}
+    kinds = [e.type for e in seen.on_b]
+    after = kinds[kinds.index("run_resumed"):]
+    assert "tool_started" not in after and "tool_result" not in after  # the stored round is not run again
+    assert after.count("message_saved") == 1  # the answer only
+    assert gate.events.count("exec:charge:between-pay") == 1
+    assert script.requests == 3
+    async with b.api() as on_b:
+        rows = await on_b.rows(chat)
+    assert_valid_history(rows)
+    assert [r["kind"] for r in rows] == ["user", "tools_aggregate", "assistant"]
+    assert rows[1]["id"] == stored.data["row"]["id"]
+    [result] = rows[1]["messages"][1]["parts"]
+    assert result["result"] == {"label": "between-pay", "released": True}
+    assert rows[2]["messages"][0]["parts"][0]["text"] == "Paid, once."

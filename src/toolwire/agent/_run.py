@@ -161,6 +161,10 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         self.messages: list[Message] = []
         """The run's new messages so far (prompt first): always a valid continuation of the history."""
         self.steps: list[StepResult] = []
+        self.first_step = 0
+        """The index of the run's first step (`RunContext.step`), set before the run is entered: a run that goes on
+        from steps taken elsewhere (a server continuing a run whose process stopped) starts past them, and they
+        count against `max_steps`. A resumed state names its own step instead."""
         self._result: RunResult[OutputT] | None = None
         self._error: Exception | None = None
         self._items: ItemQueue[Item] | None = None
@@ -337,7 +341,7 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
 
     async def _run(self) -> RunResult[OutputT]:
         await self._start()
-        first_step = 0
+        first_step = self.first_step
         if self._resume is not None:
             round_ = await self._resume_round(self._resume)
             if round_.held:  # a continued round's call that had not started needs a person first (`Restarted`)

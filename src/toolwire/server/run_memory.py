@@ -11,10 +11,12 @@ from typing import TypeVar
 
 import anyio
 
+from ..events import Usage
 from ..exceptions import UserError
 from ..messages import Message
 from ..store import MessageRow, Store, StoreUnavailable
 from ..store.blobs import Files
+from .events import usage_dict
 from .file_parts import keep_result_files, resolve
 from .limits import ResultPolicy
 
@@ -86,6 +88,9 @@ class RunMemory:
         self.frozen = False
         """Set when the run is handed over: what the agent appends while it is stopped (a round whose unfinished
         calls it answers itself) is not stored, and the server that continues the run finishes that round."""
+        self.usage: Callable[[], Usage] | None = None
+        """The run's usage so far, stored with each round (`Store.append_messages`): a server that continues the run
+        counts on from the usage of the rounds it finds stored."""
         self.unsaved: list[Message] | None = None
         """A round the store could not take (it was away for longer than the retries): the run writes it at
         its end."""
@@ -112,7 +117,9 @@ class RunMemory:
                 safe = await keep_result_files(safe, self._files, user_id=self._user_id, chat_id=self.chat_id)
         try:
             with anyio.CancelScope(shield=True):
-                rows = await durably(lambda: self._store.append_messages(self.chat_id, safe, run_id=self.run_id),
+                usage = usage_dict(self.usage()) if self.usage is not None else None
+                rows = await durably(lambda: self._store.append_messages(self.chat_id, safe, run_id=self.run_id,
+                                                                         usage=usage),
                                      seconds=self._retry_seconds, what="storing a round", run_id=self.run_id,
                                      chat_id=self.chat_id)
         except StoreUnavailable:  # away for longer than the retries: kept for the run's end

@@ -202,6 +202,8 @@ class Runner:
         """Set once the run stopped for a handover (`_hand_over`): it has not ended, and its lease is to be released."""
         self.continued = continued
         """Set when this process continues a run whose process stopped (docs/guides/durable-runs.md)."""
+        self._usage_before = Usage(**usage_dict(continued.usage if continued is not None else None))
+        """The usage of the steps stored before a takeover: the run's usage goes on from it."""
         if continued is not None:
             self._steps = continued.steps
             if continued.round is not None:
@@ -381,7 +383,9 @@ class Runner:
                 if round_ is not None:  # every call of the round has its result: it only needed storing
                     await self._store_continued(round_)
                 stream = agent.stream(None, conversation_id=self.chat_id, trace_context=self.trace_context)
+                stream.first_step = self._steps  # the steps stored before a takeover count against max_steps
             async with stream as run:
+                self.memory.usage = lambda: self._usage_before + run.usage
                 try:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._pump, run)
@@ -392,11 +396,11 @@ class Runner:
                         self._journal.end()
                         await self._journal.drained()
                 finally:
-                    outcome.usage = run.usage
+                    outcome.usage = self._usage_before + run.usage
                     self._cut_off = _cut_off_text(run.messages, self._committed)
                 if outcome.error is None:
                     outcome.result = run.result
-                    outcome.usage = run.result.usage
+                    outcome.usage = self._usage_before + run.result.usage
         except Exception as exc:  # the agent refused to start (a broken history, say), or the store is away
             outcome.error = _store_outage(exc) or exc
         finally:

@@ -188,12 +188,14 @@ class Store(ChatMemory, Protocol):
         ...
 
     async def append_messages(self, chat_id: str, messages: Sequence[Message], *,
-                              run_id: str | None = None, parent_id: str | None = None) -> list[MessageRow]:
+                              run_id: str | None = None, parent_id: str | None = None,
+                              usage: Mapping[str, Any] | None = None) -> list[MessageRow]:
         """Store messages as rows in one transaction (a call round becomes one `tools_aggregate` row).
 
         The rows form a chain under `parent_id` (`""`: as a new first message); without one, under the run's
         last row (or the row it extends), or, with no run, the chat's active leaf. The active leaf follows
-        the rows when it was their parent.
+        the rows when it was their parent. `usage`, with `run_id`: the run's usage with these rows, written to
+        its row in the same transaction (a server that continues the run counts on from it).
         """
         ...
 

@@ -8,6 +8,7 @@ send it on without parsing it; `MessageRow.messages` parses it when a caller nee
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -241,6 +242,8 @@ class Continued:
     last_row_id: str | None = None
     handover: bool = False
     """Its server handed it over as it stopped (`release_lease`), rather than dying: not counted against the limit."""
+    usage: Mapping[str, Any] | None = None
+    """The usage of the steps it stored so far (`None`: none recorded), which the run's usage goes on from."""
 
 
 def iso(value: datetime) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -62,6 +62,7 @@ DEFAULT_USER = "local"
 
 call_adapter: TypeAdapter[ToolCallPart] = TypeAdapter(ToolCallPart)
 result_adapter: TypeAdapter[ToolResultPart] = TypeAdapter(ToolResultPart)
+_Rows = tuple[list[MessageRow], Chat | None]
 
 
 class Earlier(Exception):
@@ -512,6 +513,16 @@ class Writes:
                               .values(lease_owner=None, lease_expires_at=0.0))
         return bool(result.rowcount == 1)
 
+    @staticmethod
+    def insert_round(conn: Connection, *, insert: Callable[[Connection], _Rows], run_id: str,
+                     usage: Mapping[str, Any]) -> _Rows:
+        """A run's round (`insert`) and the run's usage with it, in one transaction: while the run runs, its row's
+        usage is that of its stored steps, from which a server that continues it counts on."""
+        inserted = insert(conn)
+        conn.execute(update(runs).where(runs.c.id == run_id, runs.c.status == "running")
+                     .values(usage_json=_dumps(usage)))
+        return inserted
+
     def recover_run(self, conn: Connection, run_id: str, owner: str,
                     lease_seconds: float) -> tuple[Recovered, Chat | None] | None:
         if not _claim_expired(conn, run_id, owner, lease_seconds):
@@ -542,6 +553,7 @@ class Writes:
         assert run is not None
         return Continued(run=run, user=User(id=owner_row.id, name=owner_row.name),
                          continuation=row.continuations + row.handovers + 1, handover=handed_over, steps=steps,
+                         usage=_loads(row.usage_json),
                          last_row_id=stored[-1].id if stored else None,
                          round=continued_round(step_message=step_message, calls=calls, results=results,
                                                committed=committed)), None

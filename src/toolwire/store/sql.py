@@ -464,11 +464,13 @@ class SQLStore:
 
     @_shielded
     async def append_messages(self, chat_id: str, messages_: Sequence[Message], *,
-                              run_id: str | None = None, parent_id: str | None = None) -> list[MessageRow]:
+                              run_id: str | None = None, parent_id: str | None = None,
+                              usage: Mapping[str, Any] | None = None) -> list[MessageRow]:
         groups = rows_for(messages_)
-        rows, _ = await self._write(partial(self._writes.insert_rows, chat_id=chat_id, groups=groups, run_id=run_id,
-                                            parent_id=parent_id),
-                                    after_commit=self._chats_put_second)
+        insert = partial(self._writes.insert_rows, chat_id=chat_id, groups=groups, run_id=run_id, parent_id=parent_id)
+        if usage is not None and run_id is not None:
+            insert = partial(self._writes.insert_round, insert=insert, run_id=run_id, usage=usage)
+        rows, _ = await self._write(insert, after_commit=self._chats_put_second)
         return rows
 
     @_shielded

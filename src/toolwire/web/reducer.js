@@ -357,9 +357,14 @@ const HANDLERS = {
 
   // Another server continues the run (docs/guides/durable-runs.md): a step asked for again starts over, its
   // earlier text replaced by the new attempt's; the run says it was resumed.
+  // A stream that starts here (the page loaded the chat after a restart, whose log lost the run's earlier events)
+  // knows only the run's rest: like a paused run's round, it is `partial`, and the rows it stored before (the
+  // question, its earlier rounds) stay drawn as stored rows above it.
   run_resumed(state, event, at) {
+    const partial = runIndexOf(state, event.run_id) < 0;
     let [next, runIndex] = ensureRun(state, event.run_id, at);
-    next = updateRun(next, runIndex, (run) => ({ ...run, status: "running", restarts: (run.restarts ?? 0) + 1 }));
+    next = updateRun(next, runIndex, (run) => ({ ...run, ...(partial ? { partial } : {}), status: "running",
+      restarts: (run.restarts ?? 0) + 1 }));
     const restarted = event.restarted_step;
     const position = restarted === null || restarted === undefined ? -1 : stepPosition(next.runs[runIndex], restarted);
     if (position < 0) return next;

@@ -373,3 +373,29 @@ test("a run continued after its server stopped: the restarted step's text is rep
   assert.equal(state.runs[0].restarts, 2);
   assert.equal(words(state.runs[0].steps[0]), "The whole answer.");
 });
+
+test("a continued run followed from its run_resumed (a page loaded after the restart) leaves its earlier rows drawn", () => {
+  // The server's log lost the run's events before the restart: the page has the rows it stored (the question and
+  // its first round), and the stream starts at run_resumed.
+  const seq = sequence("parallel_out_of_order");
+  const saved = seq.frames.filter((f) => f.data.type === "message_saved").map((f) => f.data.row);
+  const question = seq.frames[0].data.user_message;
+  const [round, answer] = saved;
+  const loaded = reduce(fresh(seq), { type: "client_history", messages: [question, round] });
+  const at = (type, step, more = {}) => ({ type, run_id: "run-w1", step, ...more });
+  const rest = [
+    at("run_resumed", null, { replica: "proc-b", reason: "lease_expired", continuation: 1,
+      checkpoint: { step: 1, message_id: round.id }, restarted_step: 1 }),
+    at("step_started", 1),
+    at("text_delta", 1, { text: "Tokyo is the warmest." }),
+  ].map((data, i) => ({ id: `1-${16777217 + i}`, data }));
+  let state = fold(loaded, rest);
+  assert.deepEqual(conversationItems(state).map((i) => i.row?.id ?? i.kind), [question.id, round.id, "run"]);
+  assert.equal(state.runs[0].restarts, 1);
+  assert.equal(words(state.runs[0].steps[0]), "Tokyo is the warmest.");
+  // Its answer stored: drawn once, by the run.
+  state = fold(state, [{ id: "1-16777220", data: at("message_saved", 1, { row: answer }) },
+    { id: "1-16777221", data: at("run_finished", null, { status: "completed", usage: null, error: null, steps: 2 }) }]);
+  assert.deepEqual(conversationItems(state).map((i) => i.row?.id ?? i.kind), [question.id, round.id, "run"]);
+  assert.equal(state.runs[0].status, "completed");
+});
