@@ -32,3 +32,13 @@ def test_the_branches_bench_runs_on_sqlite() -> None:
     assert done.returncode == 0, done.stderr
     header, _, row = done.stdout.strip().splitlines()[-3:]
     assert "load p50 ms" in header and row.startswith("| SQLite | 300 | 6 |"), done.stdout
+
+
+def test_the_wakeups_bench_counts_a_servers_callbacks() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench.side_by_side.wakeups", "--chats", "2", "--interval", "0.05"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("this tree (median of 1): callbacks_per_delta "), done.stdout
+    per_delta = float(last.split("callbacks_per_delta ")[1].split(",")[0])
+    assert 0 < per_delta < 50, done.stdout  # counted (the server's hook ran), and per delta, not per chat

@@ -168,6 +168,7 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         self._result: RunResult[OutputT] | None = None
         self._error: Exception | None = None
         self._items: ItemQueue[Item] | None = None
+        self._shared_items = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._entered = False
         if config.memory is None and resume is None:
@@ -176,13 +177,29 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
 
     # -- the consumer's side -----------------------------------------------------------------
 
+    def deliver_to(self, items: ItemQueue[Any]) -> None:
+        """Before `async with`: hand the run's items (events and commits) to `items`, a queue of the caller's,
+        rather than to one of the run's own. A consumer that merges them with items of its own (the server's
+        runner: the rows its memory committed) then reads one queue, woken once per batch, with no task relaying
+        from one queue to the other.
+
+        `next_item()` reads that queue (the caller's items too) and raises the run's end after the run ends it.
+        The run never closes it: what is left in it once the run is over (a cancelled run's last commit, say)
+        is its owner's to read, and its owner closes it.
+        """
+        if self._entered:
+            raise UserError("deliver_to() goes before `async with`: the run has already started.")
+        self._items = items
+        self._shared_items = True
+
     async def __aenter__(self) -> AgentRun[OutputT]:
         if self._entered:
             raise UserError("A run can be started only once; call agent.stream(...) again for a new run.")
         self._entered = True
         if self._config.memory is not None:
             self._busy = ACTIVE.enter(self._config.memory, self._conversation_id)
-        self._items = ItemQueue()
+        if not self._shared_items:
+            self._items = ItemQueue()
         self._tg = anyio.create_task_group()
         try:
             await self._tg.__aenter__()
@@ -208,7 +225,10 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
             # drive task does not raise, so the group has nothing of its own to report.
             await self._tg.__aexit__(None, None, None)
         finally:
-            self._items.close()
+            if self._shared_items:
+                self._items.end()  # (the drive has ended it, unless it never started)
+            else:
+                self._items.close()
             self._release()
 
     def __aiter__(self) -> AgentRun[OutputT]:

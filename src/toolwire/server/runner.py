@@ -1,8 +1,8 @@
 """One run: the agent's events and commits, published from memory at once, and stored behind them.
 
-    agent.stream(...) ──items──▶ pump ──┐
-                                        ├──▶ consumer ──▶ event log (at once, one append per batch)
-    RunMemory.append ──rows saved──▶ ───┘        └──▶ journal ──▶ store (in order, off the streaming path)
+    agent.stream(...) ──items──────┐   (one queue, filled by the agent's task)
+                                   ├──▶ consumer ──▶ event log (at once, one append per batch)
+    RunMemory.append ──rows saved──┘        └──▶ journal ──▶ store (in order, off the streaming path)
 
 The agent gets a `RunMemory`: a `ChatMemory` bound to this run. The agent appends each completed
 round to it before it makes its next request; the append writes the rows (tagged with the run) in one
@@ -61,6 +61,7 @@ from anyio.lowlevel import checkpoint
 from .._queue import ItemQueue
 from ..agent import Agent, AgentRun, Approval as AgentApproval, RunResult, RunState
 from ..agent._approval import Restarted
+from ..agent._round import Committed, Item
 from ..events import Event, MessageEndEvent, TextDelta, ToolResultEvent, ToolStartedEvent, Usage
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
@@ -119,8 +120,9 @@ _BATCH = 8
 a burst, so they keep up with it even when the log keeps only a few dozen events per chat."""
 
 
-_ChannelItem: TypeAlias = (tuple[Literal["item"], Any] | tuple[Literal["saved"], Saved]
-                           | tuple[Literal["end"], Exception | None])
+_ChannelItem: TypeAlias = "Item | Saved"
+"""What the run's channel carries: the agent's items (its events and commits, put by the agent's own task) and the
+rows its memory committed (`Saved`, put by the same task right after the commit)."""
 
 
 
@@ -169,7 +171,9 @@ class Runner:
         self.max_parallel_tools = max_parallel_tools
         self.resume = resume
         self.trace_context = trace_context  # the request's trace: the run outlives it but belongs to it
-        # Unbounded, like the agent's own queue: its size is bounded by what the run produces.
+        # The agent's queue too (`AgentRun.deliver_to`): the agent's task puts its events and commits here, and the
+        # consumer takes them with the saved rows, with no task between them. Unbounded, like the agent's own
+        # queue: its size is bounded by what the run produces.
         self._channel: ItemQueue[_ChannelItem] = ItemQueue()
         self._pending: deque[Saved] = deque()
         self._out: list[LogEntry] = []
@@ -218,7 +222,7 @@ class Runner:
             for part in message.parts:
                 if isinstance(part, (ToolCallPart, InvalidToolCallPart)):
                     self._stored_calls.add(part.id)
-        self._channel.put(("saved", saved))
+        self._channel.put(saved)
 
     async def _write_journal(self, calls: list[ToolCallPart], results: list[ToolResultPart],
                              step: Message | None) -> None:
@@ -384,13 +388,13 @@ class Runner:
                     await self._store_continued(round_)
                 stream = agent.stream(None, conversation_id=self.chat_id, trace_context=self.trace_context)
                 stream.first_step = self._steps  # the steps stored before a takeover count against max_steps
+            stream.deliver_to(self._channel)
             async with stream as run:
                 self.memory.usage = lambda: self._usage_before + run.usage
                 try:
                     async with anyio.create_task_group() as tg:
-                        tg.start_soon(self._pump, run)
                         tg.start_soon(self._journal.run)
-                        outcome.error = await self._consume()
+                        outcome.error = await self._consume(run)
                         # `run_finished` follows every journal write (a cancelled run leaves the rest: its end and
                         # its last round, stored by the agent, supersede them).
                         self._journal.end()
@@ -431,61 +435,53 @@ class Runner:
         self._publish_saved(Saved(messages=messages, rows=rows))
         await self._flush()
 
-    async def _pump(self, run: AgentRun[Any]) -> None:
-        try:
-            while True:
-                item = await run.next_item()
-                self._channel.put(("item", item))
-        except StopAsyncIteration:
-            self._channel.put(("end", None))
-        except Exception as exc:
-            self._channel.put(("end", exc))
-
-    async def _consume(self) -> Exception | None:
+    async def _consume(self, run: AgentRun[Any]) -> Exception | None:
         """Publish the agent's items and the saved rows in order, until the run ends; returns its error.
 
         Whatever is waiting in the channel is taken without a pause and published in one append (at most
-        `_BATCH` entries while more wait); the consumer waits only once it has published everything.
+        `_BATCH` entries while more wait); the consumer waits only once it has published everything, and is
+        woken by the agent's task itself (the channel is the agent's queue): one wake-up per batch of events.
         """
         channel = self._channel
         out = self._out
+        item: _ChannelItem | None
         while True:
             if not channel.buffered:
                 if out:
                     await self._flush()
-                received = await channel.get()
+                try:
+                    item = await run.next_item()  # the channel's next item; the run's end once it is over
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    await self._flush()
+                    return exc
             else:
                 if len(out) >= _BATCH:
                     await self._flush()
                     # Followers run between two batches, as they do between two reads of the provider.
                     # Before taking the next item: cancelled here, it stays for `_flush_saved`.
                     await checkpoint()
-                received = channel.get_nowait()
-            if received is None:
-                break
-            kind, payload = received
-            if kind == "item":
-                messages = _committed(payload)
-                if messages is None:
-                    self._awaiting = None  # an event after a commit not followed by its rows: the round is not kept
-                    self._publish_event(payload)  # type: ignore[arg-type]
-                elif self._pending and self._pending[0].messages == messages:
+                item = channel.get_nowait()  # (buffered: not None)
+            kind = type(item)
+            if kind is Committed:
+                assert isinstance(item, Committed)
+                messages = list(item.messages)
+                if self._pending and self._pending[0].messages == messages:
                     # The agent committed a round here; its rows follow from the memory if the agent keeps it.
                     self._publish_saved(self._pending.popleft())
                 else:
                     self._awaiting = messages
-                continue
-            if kind == "saved":
-                assert isinstance(payload, Saved)
-                if self._awaiting is not None and self._awaiting == payload.messages:
+            elif kind is Saved:
+                assert isinstance(item, Saved)
+                if self._awaiting is not None and self._awaiting == item.messages:
                     self._awaiting = None
-                    self._publish_saved(payload)
+                    self._publish_saved(item)
                 else:
-                    self._pending.append(payload)
-                continue
-            await self._flush()
-            assert payload is None or isinstance(payload, Exception)
-            return payload
+                    self._pending.append(item)
+            else:
+                self._awaiting = None  # an event after a commit not followed by its rows: the round is not kept
+                self._publish_event(item)  # type: ignore[arg-type]
         await self._flush()
         return None
 
@@ -571,11 +567,9 @@ class Runner:
 
     async def _flush_saved(self) -> None:
         """Rows stored while the consumer was stopped (a cancelled run's last round) are published now."""
-        while (received := self._channel.get_nowait()) is not None:
-            kind, payload = received
-            if kind == "saved":
-                assert isinstance(payload, Saved)
-                self._pending.append(payload)
+        while (item := self._channel.get_nowait()) is not None:
+            if type(item) is Saved:
+                self._pending.append(item)
         while self._pending:
             self._publish_saved(self._pending.popleft())
         await self._flush()
@@ -684,13 +678,6 @@ def _store_outage(error: BaseException | None) -> StoreUnavailable | None:
             stack.extend(current.exceptions)
         stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
     return None
-
-
-def _committed(item: Any) -> list[Message] | None:
-    """The messages of a commit item of `AgentRun.next_item()` (events carry a `type` tag; commits do not)."""
-    if hasattr(item, "type"):
-        return None
-    return list(item.messages)
 
 
 class _Misconfigured(ToolwireError):

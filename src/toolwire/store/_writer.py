@@ -164,13 +164,18 @@ class Writer:
         """The most operations one batch held."""
 
     async def write(self, function: Callable[[Connection], _T], *,
-                    after_commit: Callable[[_T], None] | None = None) -> _T:
+                    after_commit: Callable[[_T], None] | None = None, urgent: bool = False) -> _T:
         """Run `function` in the next batch; its value once committed, or its own exception.
 
         `after_commit(value)` runs right after the commit, before any later batch, in the batch's order (the
-        store's caches are updated there, so they never go back in time)."""
+        store's caches are updated there, so they never go back in time). An `urgent` operation goes to the head
+        of the queue: it waits for the batch in flight, never behind the others queued (lease renewals: a busy
+        writer must not let the leases of live runs expire)."""
         operation = Operation(function, after_commit)
-        self._queue.append(operation)
+        if urgent:
+            self._queue.appendleft(operation)
+        else:
+            self._queue.append(operation)
         with anyio.CancelScope(shield=True):
             if self._leading:
                 await operation.woken.wait()  # resolved, or handed the lead

@@ -162,7 +162,7 @@ class SQLStore:
         self._migrate = migrate
         self._engine_options = dict(engine_options or {})
         self._engine: AsyncEngine | None = None
-        self._lease_engine: AsyncEngine | None = None
+        self._postgres_writer: AsyncEngine | None = None
         self._read_engine: AsyncEngine | None = None
         self._write_engine: Engine | None = None
         self._sqlite_reader: Engine | None = None
@@ -194,9 +194,12 @@ class SQLStore:
     @property
     def write_engine(self) -> Engine:
         """The engine the writer commits through (a listener on it sees every write transaction): on SQLite the
-        writer's own synchronous engine, on PostgreSQL the pool's."""
+        writer's own synchronous engine, on PostgreSQL the writer's own connection (the pool's with a `poolclass`
+        of the caller's)."""
         if self._write_engine is not None:
             return self._write_engine
+        if self._postgres_writer is not None:
+            return self._postgres_writer.sync_engine
         return self.engine.sync_engine
 
     @property
@@ -217,13 +220,14 @@ class SQLStore:
         if not self._sqlite:  # the same pool, its connections in autocommit while they are lent out
             self._read_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         if not self._sqlite and "poolclass" not in self._engine_options:
-            # Lease renewals on a connection of their own: when runs hold every pooled connection, a renewal
-            # queued behind them could let leases expire under runs still alive (another replica ends them).
-            self._lease_engine = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1,
-                                                                "max_overflow": 0, "pool_timeout": 5})
+            # The writer's own connection (it runs one batch at a time): when requests hold every pooled
+            # connection, no write waits for one, and no lease renewal (a write like the others, see
+            # `renew_leases`) either, which could let leases expire under runs still alive.
+            self._postgres_writer = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1,
+                                                                 "max_overflow": 0, "pool_timeout": 5})
         watch_health(self._engine, self.health)
-        if self._lease_engine is not None:
-            watch_health(self._lease_engine, self.health)
+        if self._postgres_writer is not None:
+            watch_health(self._postgres_writer, self.health)
         if self._migrate:
             await self._upgrade()
         if self._sqlite and _SQLITE_WRITES_IN_THREAD:
@@ -249,9 +253,9 @@ class SQLStore:
             await engine.dispose()
 
     async def close(self) -> None:
-        if self._lease_engine is not None:
-            lease_engine, self._lease_engine = self._lease_engine, None
-            await lease_engine.dispose()
+        if self._postgres_writer is not None:
+            postgres_writer, self._postgres_writer = self._postgres_writer, None
+            await postgres_writer.dispose()
         if self._write_engine is not None:
             write_engine, self._write_engine = self._write_engine, None
             await anyio.to_thread.run_sync(write_engine.dispose, limiter=self._thread_limiter)
@@ -277,10 +281,10 @@ class SQLStore:
             await conn.execute(select(1))
 
     async def _write(self, operation: Callable[[Connection], _T], *,
-                     after_commit: Callable[[_T], None] | None = None) -> _T:
+                     after_commit: Callable[[_T], None] | None = None, urgent: bool = False) -> _T:
         """`operation` committed by the writer (in a batch with whatever else is queued)."""
         self.engine  # noqa: B018 - raises when the store is not open
-        return await self.writer.write(operation, after_commit=after_commit)
+        return await self.writer.write(operation, after_commit=after_commit, urgent=urgent)
 
     async def _run_batch(self, batch: Sequence[Operation[Any]]) -> None:
         engine = self._write_engine
@@ -291,7 +295,7 @@ class SQLStore:
 
             await anyio.to_thread.run_sync(in_thread, limiter=self._thread_limiter)
             return
-        async with self.engine.connect() as conn:
+        async with (self._postgres_writer or self.engine).connect() as conn:
             if self._sqlite:
                 conn = await conn.execution_options(**{WRITE_OPTION: True})
             await conn.run_sync(run_batch, batch)
@@ -682,12 +686,13 @@ class SQLStore:
     async def renew_leases(self, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
         if not run_ids:
             return 0
-        renew = partial(Writes.renew_leases, owner=owner, run_ids=run_ids, lease_seconds=lease_seconds)
-        if self._lease_engine is None:
-            return await self._write(renew)
-        # PostgreSQL: on the lease connection, not in the writer's queue (see `open`).
-        async with self._lease_engine.begin() as conn:
-            return await conn.run_sync(renew)
+        # Through the writer, at the head of its queue: it waits for the batch in flight, never behind the others.
+        # On a connection of its own, a renewal locked the runs' rows in its order while a batch locked them in
+        # its own (the order its operations came in): PostgreSQL broke each such deadlock after a second
+        # (deadlock_timeout) by failing one of them, the batch's commits waiting all that time. In the batch it
+        # shares the writer's transaction and locks: nothing of this process can be waiting on the other.
+        return await self._write(partial(Writes.renew_leases, owner=owner, run_ids=run_ids,
+                                         lease_seconds=lease_seconds), urgent=True)
 
     @_shielded
     async def expired_runs(self) -> list[Run]:
