@@ -46,17 +46,35 @@ def server(serve: Callable[..., ServerProcess]) -> ServerProcess:
     return serve()
 
 
+SHARED_SERVER_ARGS = ("--runs-per-minute", "100000", "--tool-calls-per-minute", "100000",
+                      "--writes-per-minute", "100000")
+"""A shared server's rate limits, raised so that a module's tests together never meet them (the tests of the
+limits start servers of their own)."""
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def shared_server(request: pytest.FixtureRequest, gate: GateServer,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One `toolwire serve` per database for a module's tests that only read from it (bad requests, refusals):
+    """One `toolwire serve` per database for a module's tests that need only chats of their own on a server:
     it starts once for all of them instead of once each (a start is seconds of imports; module scope, so
-    that pytest regroups tests by database within a module only).
-    A test that writes (chats, runs, quotas) or whose result depends on what the server holds takes `server`."""
+    that pytest regroups tests by database within a module only). A module whose tests all qualify says so
+    by overriding `server` with it.
+
+    A test whose result depends on what else the server holds or did (search over every chat, metrics, rate
+    limits, quotas, a token revoked), or that restarts, kills or configures the server, takes `serve`."""
     folder = tmp_path_factory.mktemp("shared-serve")
     database = fresh_database(request, folder, request.param)
-    process = ServerProcess(db_url=next(database), gate_url=gate.url, folder=folder)
+    process = ServerProcess(db_url=next(database), gate_url=gate.url, folder=folder, args=SHARED_SERVER_ARGS)
     process.start()
     yield process
     process.stop()
     database.close()  # drops a PostgreSQL database
+
+
+SQLITE_ONLY = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+"""Which tests run on both databases: a server test runs on SQLite and PostgreSQL when what it checks goes
+through the store in a way that can differ between them (SQL, transactions and locking, the order the
+database commits in, migrations, recovery after a crash, values a database refuses such as NUL characters
+or integers past 64 bits). A test of what happens above the store (option parsing, HTTP bodies, rate limits
+counted in memory, heartbeats, redaction, the agent's tool concurrency) runs on SQLite only, marked with
+this, and names in a comment the PostgreSQL test that still covers the store path it uses."""

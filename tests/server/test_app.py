@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +86,21 @@ async def test_the_web_client_folder_is_served_when_present(tmp_path: Path) -> N
         script = await client.get("/static/app.js")
     assert page.status_code == 200 and "toolwire web" in page.text and page.headers["cache-control"] == "no-cache"
     assert script.status_code == 200 and script.text == "console.log('hi')"
+
+
+def test_start_up_leaves_the_optional_protocols_unimported(tmp_path: Path) -> None:
+    """`toolwire serve`'s start does not import AG-UI's models (imported by the first AG-UI request) or Redis's
+    client (only a server given other backends meets its errors): together a third of a second of every start.
+    A fresh interpreter, as a start has: this test process has imported both long ago."""
+    program = """
+import sys
+from toolwire.cli import build_parser
+from toolwire.server import create_app
+build_parser()
+create_app(lambda ctx: None, store="sqlite:///" + sys.argv[1])
+print(sorted(name for name in ("ag_ui", "redis") if name in sys.modules))
+"""
+    done = subprocess.run([sys.executable, "-c", program, str(tmp_path / "app.db")], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -10,6 +10,12 @@ from tests.server.support import Api, Event, GateServer, ServerProcess, calls, r
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """The tests taking `server` use chats and gate tags of their own: they share one server per database."""
+    return shared_server
+
+
 async def pause(api: Api, gate: GateServer, tag: str, who: str) -> tuple[str, list[Event]]:
     gate.script(tag, calls(("transfer", {"to": who, "amount": 50}), ("transfer", {"to": "mallory", "amount": 70}),
                            ("sleepy", {"seconds": 0.01, "label": "side"}), preamble="Paying."),

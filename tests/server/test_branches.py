@@ -13,6 +13,12 @@ from toolwire.testing import FakeStreamError, FakeText, FakeTurn
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """The tests taking `server` use chats and gate tags of their own: they share one server per database."""
+    return shared_server
+
+
 def shown(gate: GateServer, index: int = -1) -> list[str]:
     """The texts of the messages the fake model was shown in its `index`-th request (system prompt left out)."""
     out = []

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.server.conftest import SQLITE_ONLY
 from tests.server.support import GateServer, ServerProcess
 from tests.server.test_metrics import METRICS_TOKEN, samples, value
 from toolwire.exceptions import UserError
@@ -79,6 +80,9 @@ async def test_a_used_up_budget_is_refused_before_the_model_is_called(
     assert value(found, "toolwire_limit_refusals_total", limit="runs") == 0
 
 
+# The route asks the same budget check as the native one, whose usage query runs on PostgreSQL in
+# test_a_used_up_budget_is_refused_before_the_model_is_called[postgres].
+@SQLITE_ONLY
 async def test_the_vercel_route_is_refused_too(serve: Callable[..., ServerProcess], gate: GateServer) -> None:
     server = serve("--monthly-input-tokens", "0")
     refused_script = gate.script("vercel", spend(5))

@@ -23,6 +23,12 @@ from tests.server.support import Api, GateServer, ServerProcess, calls, text
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """The tests taking `server` use chats and gate tags of their own: they share one server per database."""
+    return shared_server
+
+
 def png(size: tuple[int, int] = (4, 3), color: str = "red") -> bytes:
     out = io.BytesIO()
     Image.new("RGB", size, color).save(out, "PNG")

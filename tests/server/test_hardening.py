@@ -18,6 +18,7 @@ import httpx
 import orjson
 import pytest
 
+from tests.server.conftest import SQLITE_ONLY
 from tests.server.support import GateServer, ServerProcess, calls, read_events, text
 
 pytestmark = pytest.mark.anyio
@@ -48,6 +49,9 @@ async def test_cursors_beyond_32_bits_are_invalid_not_server_errors(serve: Calla
         assert largest.status_code == 400 and largest.json()["error"]["code"] == "invalid_cursor"
 
 
+# Redaction happens before the store; PostgreSQL stores tool results in test_streaming's
+# test_tool_results_arrive_in_completion_order_and_are_stored_in_call_order[postgres].
+@SQLITE_ONLY
 async def test_a_short_api_key_is_not_redacted_from_results(serve: Callable[..., ServerProcess],
                                                            gate: GateServer) -> None:
     server = serve("--api-key", "x", "--redact", "ab", "--redact", "long-enough-secret")
@@ -198,6 +202,8 @@ async def test_history_bodies_are_bounded_in_memory_and_never_stall_other_client
     assert max(latencies) < bound
 
 
+# The limiter counts in memory, before the store; PostgreSQL's chat writes: test_branches, test_runs [postgres].
+@SQLITE_ONLY
 async def test_every_write_is_rate_limited_per_user_before_its_body_is_read(serve: Callable[..., ServerProcess]) -> None:
     server = serve("--writes-per-minute", "6")
     async with server.api("alice") as alice, server.api("bob") as bob:
@@ -229,6 +235,8 @@ async def test_every_write_is_rate_limited_per_user_before_its_body_is_read(serv
         assert (await bob.client.post("/api/chats", json={})).status_code == 201  # per user
 
 
+# Counted in memory per user, above the store (follows on PostgreSQL: test_streaming [postgres]).
+@SQLITE_ONLY
 async def test_requests_at_once_are_capped_per_user(serve: Callable[..., ServerProcess], gate: GateServer) -> None:
     server = serve("--max-user-requests", "2")
     gate.script("hold", calls(("gated", {"label": "hold"})), text("Done."))

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.redis_server import RedisServer
+from tests.server.conftest import SQLITE_ONLY
 from tests.server.support import TOKENS, GateServer, ServerProcess, calls, read_events, text
 
 pytestmark = pytest.mark.anyio
@@ -44,6 +45,8 @@ async def until_scraped(server: ServerProcess, condition: Callable[[dict[tuple[s
             await anyio.sleep(0.05)
 
 
+# Metrics are counted in the process, above the store (runs on PostgreSQL: test_runs [postgres]).
+@SQLITE_ONLY
 async def test_metrics_move_during_and_after_a_run(serve: Callable[..., ServerProcess], gate: GateServer) -> None:
     server = serve("--metrics", "--metrics-token", METRICS_TOKEN, "--runs-per-minute", "1")
     before = samples(server)
@@ -96,6 +99,8 @@ async def test_metrics_move_during_and_after_a_run(serve: Callable[..., ServerPr
     assert value(refusals, "toolwire_events_published_total") == len(events)  # nothing published for it
 
 
+# No store involved: the scraper's token is the command's.
+@SQLITE_ONLY
 async def test_metrics_need_the_metrics_token(serve: Callable[..., ServerProcess]) -> None:
     server = serve("--metrics", "--metrics-token", METRICS_TOKEN)
     for token in (None, TOKENS["alice"], METRICS_TOKEN + "x"):  # a user's token is not the scraper's
@@ -105,6 +110,8 @@ async def test_metrics_need_the_metrics_token(serve: Callable[..., ServerProcess
         assert "toolwire_" not in response.text
 
 
+# No store involved: the route is there or not.
+@SQLITE_ONLY
 async def test_metrics_are_off_unless_enabled(server: ServerProcess) -> None:
     for token in (None, METRICS_TOKEN, TOKENS["alice"]):
         response = scrape(server, token)
@@ -126,6 +133,8 @@ def test_metrics_without_a_token_refuse_to_start(tmp_path: Path) -> None:
         assert done.stderr.startswith("toolwire: ") and expected in done.stderr, done.stderr
 
 
+# Redis's latency; the database does not matter (Redis with PostgreSQL: tests/scaleout).
+@SQLITE_ONLY
 async def test_redis_latency_is_measured_where_redis_is_used(
         serve: Callable[..., ServerProcess], gate: GateServer, redis_server: RedisServer) -> None:
     redis_server.command("FLUSHALL")

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.server.conftest import SQLITE_ONLY
 from tests.server.support import TOKENS, Api, Event, GateServer, ServerProcess, read_events, text
 
 pytestmark = pytest.mark.anyio
@@ -106,6 +107,9 @@ async def test_each_chat_runs_on_its_model_and_each_run_records_it(two_models: S
         assert (await api.chat(plain))["model"] == OTHER
 
 
+# The protocols' bodies carry the choice to the same path as the native route's, whose storing of it runs on
+# PostgreSQL in test_each_chat_runs_on_its_model_and_each_run_records_it[postgres].
+@SQLITE_ONLY
 async def test_the_protocol_routes_take_a_model_choice(two_models: ServerProcess, gate: GateServer) -> None:
     headers = {"Authorization": f"Bearer {TOKENS['alice']}"}
     async with httpx.AsyncClient(base_url=two_models.url, headers=headers, trust_env=False, timeout=30) as client:
@@ -145,6 +149,9 @@ async def test_the_protocol_routes_take_a_model_choice(two_models: ServerProcess
             assert (await client.get(f"/api/chats/{chat_id}")).status_code == 404
 
 
+# The list and the refusal come from the server's options, above the store (a run's model is stored on PostgreSQL
+# in test_each_chat_runs_on_its_model_and_each_run_records_it[postgres]).
+@SQLITE_ONLY
 async def test_a_server_with_one_model_lists_it_and_refuses_others(server: ServerProcess, gate: GateServer) -> None:
     async with server.api() as api:
         assert (await api.client.get("/api/models")).json() == {

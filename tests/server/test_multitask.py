@@ -15,9 +15,16 @@ import httpx
 import pytest
 from anyio.abc import TaskGroup
 
+from tests.server.conftest import SQLITE_ONLY
 from tests.server.support import TOKENS, Api, Event, GateServer, ServerProcess, calls, read_events, text, types, until
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """The tests taking `server` use chats and gate tags of their own: they share one server per database."""
+    return shared_server
 
 
 def assert_valid_history(rows: list[dict[str, Any]]) -> None:
@@ -111,6 +118,7 @@ async def test_enqueue_runs_the_message_after_the_run_with_its_tools(server: Ser
         tg.cancel_scope.cancel()
 
 
+@SQLITE_ONLY  # the flag is read above the store; the enqueue it sets is test_enqueue_runs_...[postgres]'s path
 async def test_the_server_default_comes_from_the_flag(serve: Callable[..., ServerProcess], gate: GateServer) -> None:
     async with anyio.create_task_group() as tg:
         server = serve("--multitask-strategy", "enqueue")

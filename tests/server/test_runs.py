@@ -13,6 +13,12 @@ from tests.server.support import Event, GateServer, ServerProcess, calls, read_e
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """The tests taking `server` use chats and gate tags of their own: they share one server per database."""
+    return shared_server
+
+
 def assert_valid_history(rows: list[dict]) -> None:
     """Every call in the stored history has exactly one result right after it."""
     for row in rows:

@@ -10,6 +10,7 @@ import anyio
 import httpx
 import pytest
 
+from tests.server.conftest import SQLITE_ONLY
 from tests.server.support import TOKENS, Api, GateServer, ServerProcess, calls, read_events, text, until
 from toolwire.store import SQLStore
 from toolwire.store._lookups import LOOKUP_CACHE_SECONDS
@@ -70,6 +71,9 @@ async def test_a_token_revoked_by_another_process_is_refused_within_the_lookup_b
             assert (await wrong.client.get("/api/chats")).status_code == 401
 
 
+# Bodies are refused before the store is asked, a NUL character (which PostgreSQL would refuse) included: on
+# SQLite, which takes NULs, a missing refusal fails this test just the same.
+@SQLITE_ONLY
 async def test_bad_bodies_get_clear_4xx_answers(serve: Callable[..., ServerProcess]) -> None:
     server = serve("--max-body-bytes", "2000", "--max-message-chars", "100")
     async with server.api() as api:
@@ -108,6 +112,8 @@ async def test_bad_bodies_get_clear_4xx_answers(serve: Callable[..., ServerProce
         assert (await api.rows(chat)) == []  # nothing of it was stored
 
 
+# The limiter counts in memory, above the store (runs on PostgreSQL: test_runs [postgres]).
+@SQLITE_ONLY
 async def test_rate_limits_answer_429_with_retry_after(serve: Callable[..., ServerProcess], gate: GateServer) -> None:
     server = serve("--runs-per-minute", "2", "--tool-calls-per-minute", "2")
     gate.script("rate", calls(*[("sleepy", {"seconds": 0.01, "label": f"r{i}"}) for i in range(3)]), text("ok"))
@@ -126,6 +132,8 @@ async def test_rate_limits_answer_429_with_retry_after(serve: Callable[..., Serv
         assert third.status_code == 429 and "runs" in third.json()["error"]["message"]
 
 
+# The agent's cap, above the store (tool rounds on PostgreSQL: test_streaming [postgres]).
+@SQLITE_ONLY
 async def test_tool_concurrency_is_capped_per_chat(serve: Callable[..., ServerProcess], gate: GateServer) -> None:
     server = serve("--max-tool-concurrency", "2")
     gate.script("cap", calls(*[("gated", {"label": "cap"}) for _ in range(10)]), text("All ten done."))
@@ -150,6 +158,9 @@ async def test_tool_concurrency_is_capped_per_chat(serve: Callable[..., ServerPr
         assert events[-1].data["status"] == "completed"
 
 
+# Capped and redacted before the store; PostgreSQL stores tool results in test_streaming's
+# test_tool_results_arrive_in_completion_order_and_are_stored_in_call_order[postgres].
+@SQLITE_ONLY
 async def test_tool_results_are_capped_and_secrets_redacted(serve: Callable[..., ServerProcess],
                                                            gate: GateServer) -> None:
     server = serve("--max-tool-result-bytes", "1000", "--redact", "s3cr3t-value")
@@ -171,6 +182,8 @@ async def test_tool_results_are_capped_and_secrets_redacted(serve: Callable[...,
     assert "s3cr3t-value" not in results_text and "gate-key" not in results_text
 
 
+# Heartbeats are the event stream's, above the store (follows on PostgreSQL: test_streaming [postgres]).
+@SQLITE_ONLY
 async def test_idle_followers_get_heartbeats(serve: Callable[..., ServerProcess], gate: GateServer) -> None:
     server = serve("--heartbeat-seconds", "0.2")
     gate.script("idle", calls(("gated", {"label": "idle-tool"})), text("Awake."))

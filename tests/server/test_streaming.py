@@ -12,6 +12,12 @@ from tests.server.support import Event, GateServer, ServerProcess, calls, read_e
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """The tests taking `server` use chats and gate tags of their own: they share one server per database."""
+    return shared_server
+
+
 def without_siblings(row: dict[str, Any]) -> dict[str, Any]:
     """A row as stored: `sibling_ids` belongs to the branch it was read on (GET messages), not to the row."""
     return {k: v for k, v in row.items() if k != "sibling_ids"}

@@ -282,7 +282,6 @@ async def _serve(args: argparse.Namespace) -> None:
 
     import uvicorn
 
-    from ..demo_tools import DEMO_SYSTEM, SERVE_TOOLS, SUGGESTIONS
     from ..server import Limits, ServerConfig, create_app
     from ..server.connections import uvicorn_options
     from ..store import SQLStore
@@ -290,6 +289,8 @@ async def _serve(args: argparse.Namespace) -> None:
 
     toolsets = mcp_toolsets(args)
     demo = not args.tools and not toolsets
+    if demo:
+        from ..demo_tools import DEMO_SYSTEM, SERVE_TOOLS, SUGGESTIONS
     tools = list(SERVE_TOOLS) if demo else load_tools(args.tools)
     system = args.system if args.system is not None else (DEMO_SYSTEM if demo else None)
     store = SQLStore(args.db, engine_options=_pool_options(args))

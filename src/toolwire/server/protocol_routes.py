@@ -26,10 +26,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
 import orjson
-from ag_ui.core import RunAgentInput
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
@@ -37,7 +37,6 @@ from starlette.responses import Response
 from ..messages import FilePart
 from ..store import Chat, ChatIdTaken, Decision, MessageRow, PausedRun, Run, Store, User
 from .approvals import paused_view
-from .encode.agui import AguiEncoder
 from .encode.vercel import HEADERS as VERCEL_HEADERS, VercelEncoder, ui_step_parts
 from .errors import ApiError
 from .eventlog import Cursor, Position
@@ -49,6 +48,11 @@ from .routes import ServerState, _caller, _json, _title_from, attach, scoped_cha
 from .runs import MULTITASK_STRATEGIES, RunHandle
 from .schemas import parse_body, read_bytes
 from .sse import Encoder, EventStreamResponse, follow
+
+if TYPE_CHECKING:
+    from ag_ui.core import RunAgentInput
+
+    from .encode.agui import AguiEncoder
 
 __all__ = ["agui_run", "ui_history", "vercel_chat", "vercel_history", "vercel_stop", "vercel_stream"]
 
@@ -400,6 +404,28 @@ def ui_history(rows: list[MessageRow], paused: PausedRun | None,
 
 # -- AG-UI -----------------------------------------------------------------------------------------
 
+def _import_agui() -> tuple[type[RunAgentInput], type[AguiEncoder]]:
+    from ag_ui.core import RunAgentInput
+
+    from .encode.agui import AguiEncoder
+
+    return RunAgentInput, AguiEncoder
+
+
+_agui: tuple[type[RunAgentInput], type[AguiEncoder]] | None = None
+
+
+async def _agui_modules() -> tuple[type[RunAgentInput], type[AguiEncoder]]:
+    """AG-UI's request model and our encoder, imported on the first AG-UI request rather than at start-up:
+    `ag_ui.core` builds some hundred pydantic models when imported (a quarter of a second of a server's start),
+    which a server whose clients never speak AG-UI need not pay. The import runs in a worker thread, so that it
+    does not hold up the other requests' streams."""
+    global _agui
+    if _agui is None:
+        _agui = await anyio.to_thread.run_sync(_import_agui)
+    return _agui
+
+
 def _resume_decisions(agent_input: RunAgentInput) -> list[Decision]:
     decisions = []
     for entry in agent_input.resume or []:
@@ -438,7 +464,8 @@ def _agui_text(content: Any) -> str:
 async def agui_run(request: Request) -> Response:
     """`POST /api/agui`: an AG-UI `RunAgentInput`; answers the run as AG-UI events."""
     server, user = await _caller(request, query=None)  # other protocols' clients: lenient
-    agent_input = await _history_body(request, server, RunAgentInput, read_agui)
+    run_agent_input, encoder = await _agui_modules()
+    agent_input = await _history_body(request, server, run_agent_input, read_agui)
     if agent_input.resume:
         decisions = _resume_decisions(agent_input)
         chat = await _paused_chat(server, user, agent_input.thread_id)
@@ -464,8 +491,8 @@ async def agui_run(request: Request) -> Response:
         handle = await _start(server, user, chat, text, last.id, props.get("multitask_strategy"), files=files,
                               parent_id=parent_id, model=props.get("model"))
         return await _answer(server, chat, handle,
-                             AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
-    return _stream(server, chat, run, AguiEncoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
+                             encoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
+    return _stream(server, chat, run, encoder(thread_id=agent_input.thread_id, run_id=agent_input.run_id))
 
 
 async def _agui_fork(server: ServerState, chat: Chat, previous_user_id: str | None) -> str | None:
