@@ -33,6 +33,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,6 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lease-seconds", type=float, default=3.0, help="the replicas' --lease-seconds")
     group.add_argument("--drain-seconds", type=float, default=30.0,
                        help="the replicas' --drain-seconds: how long running tools get to finish on SIGTERM")
+    group.add_argument("--keep-logs", type=Path, default=None, metavar="FOLDER",
+                       help="copy each variant's server logs and tool journal to FOLDER/<variant>")
     group.add_argument("--warm-up", type=float, default=3.0,
                        help="seconds between the last chat's first run and the first restart")
 
@@ -490,6 +493,8 @@ def run_variant(args: argparse.Namespace, name: str, streams: int, cluster: Any,
                     variant.errors.append(f"{log.name} logged a traceback")
                     print(log.read_text()[-3000:])
         variant.summary = summarize(variant, stored, journal)
+        if args.keep_logs is not None:
+            shutil.copytree(folder, args.keep_logs / f"{name}-{streams}", dirs_exist_ok=True)
     print(json.dumps(variant.summary, indent=1), flush=True)
     return variant.summary
 

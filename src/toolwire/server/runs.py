@@ -176,6 +176,7 @@ class RunManager:
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         """Recover what a dead process left, then accept runs and keep leases and recovery going."""
         self._tg = tg
+        tg.start_soon(self._renew)  # before the first recovery: the runs it takes over are renewed meanwhile
         await self.recover_expired()
         self.accepting = True
         await self.start_waiting()
@@ -260,14 +261,31 @@ class RunManager:
                     f"{type(target).__name__} does not answer ({type(exc).__name__}).")
         return found
 
+    async def _renew(self) -> None:
+        """Renew the leases of this process's runs every third of the lease, in a task of its own: a recovery round
+        that takes over many runs (a replica of a rolling deploy that stopped) lasts longer than a lease on a busy
+        machine, and the runs it took over first, or this process's own, must not expire meanwhile (another server
+        would take them over while they still run here: bench/load's `rolling` scenario showed it)."""
+        interval = max(0.2, self.lease_seconds / 3)
+        while True:
+            await anyio.sleep(interval)
+            if not self._local:
+                continue
+            try:
+                await self.store.renew_leases(self.owner, list(self._local), self.lease_seconds)
+            except StoreUnavailable as exc:  # the next round tries again; `_maintain` says when the store is away
+                logger.debug("Lease renewal failed (%d run(s) here); retrying in %.1f s: %s", len(self._local),
+                             interval, exc)
+            except Exception as exc:  # a deadlock with another replica's writes, say: the next round tries again
+                logger.warning("Lease renewal failed (%d run(s) here); retrying in %.1f s: %s", len(self._local),
+                               interval, exc)
+
     async def _maintain(self) -> None:
         interval = max(0.2, self.lease_seconds / 3)
         failing_since: float | None = None
         while True:
             await anyio.sleep(interval)
             try:
-                if self._local:
-                    await self.store.renew_leases(self.owner, list(self._local), self.lease_seconds)
                 await self.recover_expired()
                 await self.start_waiting()
                 self.log.sweep()
