@@ -59,6 +59,8 @@ _STATUS = re.compile(rb'"status":"(\w+)"')
 _REASON = re.compile(rb'"reason":"(\w+)"')
 _WAIT = 120.0
 """Seconds a client keeps trying to post or follow one run before it counts it as an error."""
+_RESTART_STRIDE = 1 << 24
+"""Where a run continued before its log held any of its events is numbered from (`server/runs.py`)."""
 _STALL = 30.0
 """Seconds a follower waits for the next event before it counts a stall and reconnects (runs send one every
 `--interval`, the server a heartbeat every 15 s)."""
@@ -73,6 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lease-seconds", type=float, default=3.0, help="the replicas' --lease-seconds")
     group.add_argument("--drain-seconds", type=float, default=30.0,
                        help="the replicas' --drain-seconds: how long running tools get to finish on SIGTERM")
+    group.add_argument("--json", type=Path, default=None, metavar="FILE",
+                       help="also write the variants' figures to FILE (with --no-write too)")
     group.add_argument("--keep-logs", type=Path, default=None, metavar="FOLDER",
                        help="copy each variant's server logs and tool journal to FOLDER/<variant>")
     group.add_argument("--warm-up", type=float, default=3.0,
@@ -115,6 +119,7 @@ class Variant:
     gaps: int = 0
     repeats: int = 0
     reconnects: int = 0
+    renumbered: int = 0
     stalls: list[str] = field(default_factory=list)
     """Follow streams that stayed open without the run's next event (`_STALL`)."""
     resumed: list[tuple[str, float]] = field(default_factory=list)
@@ -200,7 +205,7 @@ class Storm:
         run_id, run_number = posted
         chat = self.chats[index]
         seen: dict[str, Any] = {"chat": chat, "run_number": run_number, "status": None, "resumed": [],
-                                "events": 0}
+                                "events": 0, "last_at": 0.0, "pause": 0.0}
         self.variant.runs[run_id] = seen
         expected = 1
         last = f"{run_number}-0"
@@ -214,7 +219,11 @@ class Storm:
             if int(run_text) != run_number:
                 return  # a later run of the chat: not this one's
             position = int(index_text)
-            if position > expected:
+            if expected == 1 and position > 1 and position % _RESTART_STRIDE == 1:
+                # Continued before it published anything: numbered from the continuation's own range, which
+                # hides nothing (docs/guides/durable-runs.md, "What followers see").
+                variant.renumbered += 1
+            elif position > expected:
                 variant.gaps += position - expected
             elif position < expected:
                 variant.repeats += 1
@@ -222,6 +231,9 @@ class Storm:
             expected = position + 1
             last = event_id.decode()
             seen["events"] += 1
+            if seen["last_at"]:  # the longest a follower waited for the run's next event
+                seen["pause"] = max(seen["pause"], received_at - seen["last_at"])
+            seen["last_at"] = received_at
             kind = _EVENT_TYPE.search(data)
             if kind is None:
                 return
@@ -321,7 +333,7 @@ async def _storm(variant: Variant, replicas: list[Replica], args: argparse.Names
         variant.restarts.append(await _restart(replica, variant.name, storm))
     storm.over.set()
     variant.storm = time.monotonic() - began
-    done, pending = await asyncio.wait(tasks, timeout=_WAIT * 2)
+    _, pending = await asyncio.wait(tasks, timeout=_WAIT * 2)
     for task in pending:
         task.cancel()
         variant.errors.append("a chat's runs did not end within the time bound")
@@ -375,8 +387,9 @@ def _journal(path: Path) -> tuple[dict[tuple[str, str], int], set[tuple[str, str
 def _percentiles(values: list[float]) -> dict[str, float | None]:
     ordered = sorted(v for v in values if v == v)
     if not ordered:
-        return {"p50": None, "max": None}
-    return {"p50": round(ordered[len(ordered) // 2], 2), "max": round(ordered[-1], 2)}
+        return {"p50": None, "p90": None, "max": None}
+    return {"p50": round(ordered[len(ordered) // 2], 2), "p90": round(ordered[int(len(ordered) * 0.9)], 2),
+            "max": round(ordered[-1], 2)}
 
 
 def summarize(variant: Variant, stored: dict[str, Any], journal: Path) -> dict[str, Any]:
@@ -418,7 +431,9 @@ def summarize(variant: Variant, stored: dict[str, Any], journal: Path) -> dict[s
         "run_resumed": sum(reasons.values()), "run_resumed_reasons": dict(reasons),
         "runs_resumed": sum(1 for seen in variant.runs.values() if seen["resumed"]),
         "resumed_after_restart_s": _percentiles([delay for _, delay in variant.resumed]),
-        "event_gaps": variant.gaps, "event_repeats": variant.repeats, "follower_reconnects": variant.reconnects,
+        "longest_pause_s": {"resumed runs": _percentiles([s["pause"] for s in variant.runs.values() if s["resumed"]]),
+                            "other runs": _percentiles([s["pause"] for s in variant.runs.values() if not s["resumed"]])},
+        "event_gaps": variant.gaps, "event_repeats": variant.repeats, "runs_renumbered": variant.renumbered, "follower_reconnects": variant.reconnects,
         "follower_stalls": len(variant.stalls), "first_stalls": variant.stalls[:5],
         "errors": len(variant.errors), "first_errors": variant.errors[:5],
         "storm_s": round(variant.storm, 1), "wall_s": round(variant.wall, 1),
@@ -509,6 +524,8 @@ def run_rolling(args: argparse.Namespace) -> list[dict[str, Any]]:
                 summaries.append(run_variant(args, name, streams, cluster, redis))
     if not args.no_write:
         write(summaries, args, RESULTS)
+    if args.json is not None:
+        args.json.write_text(json.dumps(summaries, indent=1) + "\n")
     return summaries
 
 
