@@ -18,7 +18,8 @@ process little (one sleeping task per stream, no HTTP framework). Two shapes:
 - `orders` (`bench/load/rolling.py`): like `agent`, but the two calls are `charge` (not idempotent) and `lookup`
   (idempotent), each sent whole in one delta with the arguments `{"order": "<its call id>", "seconds":
   <--tool-seconds>}`: the tools (`bench/load/rolling_tools.py`) take that long and journal each execution under
-  the call's id, which is unique in this process.
+  the call's id, which is unique in this process. A request whose last message is the user's gets the calls
+  (a chat's later runs carry the earlier runs' tool results), any other the final answer.
 
     python -m bench.load.provider --port 0 --events 300 --interval 0.2
     python -m bench.load.provider --port 0 --shape agent --events 10 --argument-deltas 10

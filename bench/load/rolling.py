@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--restarts", type=int, choices=(1, 2), default=2, help="restart A, or A then B (default)")
     group.add_argument("--events", type=int, default=20, help="text deltas in each of a run's two answers")
     group.add_argument("--tool-seconds", type=float, default=2.0, help="how long each tool call takes")
-    group.add_argument("--lease-seconds", type=float, default=3.0, help="the replicas' --lease-seconds")
+    group.add_argument("--lease-seconds", type=float, default=5.0, help="the replicas' --lease-seconds")
     group.add_argument("--drain-seconds", type=float, default=30.0,
                        help="the replicas' --drain-seconds: how long running tools get to finish on SIGTERM")
     group.add_argument("--json", type=Path, default=None, metavar="FILE",
@@ -413,7 +413,9 @@ def summarize(variant: Variant, stored: dict[str, Any], journal: Path) -> dict[s
     reruns = sum(1 for (name, _), count in starts.items() if name == "lookup" and count > 1)
     answered_unrun = sum(1 for call_id, (name, result) in results.items()
                          if result != {"error": "interrupted"} and (name, call_id) not in starts)
-    unstored = sum(1 for (_, order) in starts if order not in results)
+    # Executed, but the stored history has no such call: the process stopped before its journal held the call, the
+    # step was asked for again, and the model's new calls ran again (a second charge under another call id).
+    unstored = Counter(name for (name, order) in starts if order not in results)
     reasons = Counter(reason for reason, _ in variant.resumed)
     return {
         "variant": variant.name, "streams": variant.streams, "restarts": variant.restarts,
@@ -425,7 +427,7 @@ def summarize(variant: Variant, stored: dict[str, Any], journal: Path) -> dict[s
         "charge_duplicated": len(duplicated), "duplicated_orders": duplicated[:10],
         "lookup_rerun": reruns, "calls_interrupted": dict(interrupted_calls),
         "charge_interrupted_cut_mid_execution": cut_mid_execution,
-        "results_without_execution": answered_unrun, "executions_not_in_history": unstored,
+        "results_without_execution": answered_unrun, "executions_not_in_history": dict(unstored),
         "invalid_rounds": stored["invalid_rounds"], "chats_still_active": stored["chats_still_active"],
         "tool_processes": len(processes),
         "run_resumed": sum(reasons.values()), "run_resumed_reasons": dict(reasons),
@@ -537,7 +539,8 @@ def _row(s: dict[str, Any]) -> str:
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(s["run_resumed_reasons"].items())) or "0"
     return (f"| {s['variant']} | {s['streams']} | {len(s['restarts'])} | {s['runs']} | {s['completed']} | "
             f"**{s['interrupted']}** | {s['failed']} | {s['stuck']} | "
-            f"{s['executions'].get('charge', 0)} / **{s['charge_duplicated']}** | {s['lookup_rerun']} | "
+            f"{s['executions'].get('charge', 0)} / **{s['charge_duplicated']}** | "
+            f"**{s['executions_not_in_history'].get('charge', 0)}** | {s['lookup_rerun']} | "
             f"{interrupted_calls} | {reasons} | {resumed['p50']} / {resumed['max']} | "
             f"{s['event_gaps']} / {s['event_repeats']} | {s['errors']} | {s['wall_s']} | "
             f"{s['load_average_before'][0]:.1f} |")
@@ -557,9 +560,10 @@ def write(summaries: list[dict[str, Any]], args: argparse.Namespace, folder: Pat
              f"{args.lease_seconds:g}`.",
              "",
              "| variant | concurrent runs | restarts | runs | completed | **interrupted** | failed | stuck | "
-             "`charge` executions / **duplicated** | `lookup` run again | calls answered `interrupted` | "
+             "`charge` executions / **duplicated** (a call run twice) | **`charge` runs of a call the history lost** "
+             "(its step asked again) | `lookup` run again | calls answered `interrupted` | "
              "`run_resumed` seen | restart → resumed p50 / max (s) | event gaps / repeats | errors | wall (s) | "
              "load average |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [_row(s) for s in summaries]
     (folder / "rolling.md").write_text("\n".join(lines) + "\n")

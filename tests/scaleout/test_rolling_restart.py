@@ -184,3 +184,37 @@ async def test_renewing_leases_never_waits_for_a_run_another_transaction_holds(s
             assert await store.renew_leases("proc_a", started, 30) == 2
         finally:
             await engine.dispose()
+
+
+async def test_a_replica_that_handed_its_runs_over_ends_its_streams_whole(
+        replica: Replica, gate: GateServer) -> None:
+    """A follower on a replica stopped with `--drain-handover` follows a run that goes on elsewhere. Once the replica
+    handed its runs over, its streams end whole (no `run_finished`: the client follows on from another replica with
+    its last id) instead of staying open until uvicorn's shutdown timeout cut them off, with a traceback in the log,
+    and held the stop that long (bench/load's `rolling` scenario: 8 to 19 s per replica)."""
+    a = replica("--drain-handover", lease_seconds=LEASE)
+    b = replica(lease_seconds=LEASE)
+    script = gate.script("elsewhere", text("A long answer that goes on on B.", chunks=8), gated=True)
+    async with a.api() as on_a, b.api() as on_b:
+        chat = await on_b.new_chat()
+        async with on_b.send(chat, "[[elsewhere]] go") as response:
+            async for event in read_events(response):
+                if event.type == "run_started":
+                    break
+        seen: list[Event] = []
+        async with on_a.follow(chat) as response:
+            assert response.status_code == 200
+            script.release(2)
+            async for event in read_events(response):  # raises if the stream is cut off instead of ended
+                seen.append(event)
+                if event.type == "text_delta":
+                    assert a.process is not None
+                    a.process.send_signal(signal.SIGTERM)
+        assert "run_finished" not in [e.type for e in seen]
+        exited = await anyio.to_thread.run_sync(lambda: a.process.wait(timeout=60))  # type: ignore[union-attr]
+        assert exited == -signal.SIGTERM
+        assert "timeout graceful shutdown exceeded" not in a.stderr() + (a.folder / "server-1.out").read_text()
+        script.open()
+        rest = await collect(on_b, chat, str(seen[-1].id))  # the client follows on from B with its last id
+        assert rest[-1].type == "run_finished" and rest[-1].data["status"] == "completed"
+        gap_free(seen + rest)
