@@ -41,6 +41,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -490,8 +491,8 @@ def run_variant(args: argparse.Namespace, name: str, streams: int, cluster: Any,
             replicas.append(Replica(name=replica_name, port=port, folder=folder, env=env, command=_server_command(
                 args, port, database, redis.url, int(found.group(1)), tokens)))
         try:
-            for replica in replicas:
-                replica.start()
+            with ThreadPoolExecutor(len(replicas)) as pool:  # side by side: a start is seconds of imports
+                list(pool.map(Replica.start, replicas))
             for replica in replicas:
                 asyncio.run(_wait_ready(replica))
             print(f"== rolling/{name}: {streams} chats running runs back to back; restarting "

@@ -22,7 +22,7 @@ import pytest
 from tests.scaleout.test_durable_runs import collect, gap_free
 from tests.server.support import Event, GateServer, ServerProcess, read_events, text, until
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]  # three replicas per test on a loaded machine
 
 Replica = Callable[..., ServerProcess]
 LEASE = 1.0
