@@ -7,7 +7,9 @@ a follower catching up); live frames are sent one by one, the moment they are pu
 
 `EventStreamResponse` sends the headers at once, then the frames, racing them against the client
 going away (`http.disconnect`): a disconnect stops the following at once, and calls `on_disconnect`
-(which cancels the run for `on_disconnect: "cancel"`). Following never affects the run otherwise.
+(which cancels the run for `on_disconnect: "cancel"`). Following never affects the run otherwise. Once a
+stop handed this server's runs over (`--drain-handover`), its streams end whole: their clients follow on from
+another server with their last id.
 """
 
 from __future__ import annotations
