@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.timeout(180)  # PostgreSQL, Redis and six server starts: 35 s idle, 50 to 70 s on a loaded 2-core machine
+@pytest.mark.timeout(180)  # PostgreSQL, Redis and six server starts: 31 to 70 s on this shared 2-core machine
 def test_the_rolling_bench_restarts_a_replica_under_runs_and_loses_none(tmp_path: Path) -> None:
     figures = tmp_path / "rolling.json"
     done = subprocess.run([sys.executable, "-m", "bench.load", "--scenarios", "rolling", "--streams", "6",
