@@ -3,6 +3,7 @@
     bench/load/run                                  # both scenarios, 1,000 streams of 60 s each
     bench/load/run --streams 100,300,1000 --seconds 30   # each scenario at each count (the README table)
     bench/load/run --streams 100 --seconds 10 --scenarios one --no-write   # a smoke run
+    bench/load/run --scenarios rolling --streams 100   # rolling restarts under runs (rolling.py says what it does)
 
 Everything runs on this machine, on loopback: a PostgreSQL server and a Redis server started here (as the
 tests start them), the model (`provider.py`: a text chunk every `--interval` seconds, stamped with the
@@ -414,7 +415,7 @@ def run_all(args: argparse.Namespace) -> list[Outcome]:
     outcomes = []
     events = int(args.seconds / args.interval)
     for scenario in args.scenarios.split(","):
-        for streams in args.streams:
+        for streams in args.streams or [1000]:
             outcomes.append(run_one(args, scenario, streams, events))
     return outcomes
 
@@ -452,8 +453,8 @@ def run_one(args: argparse.Namespace, scenario: str, streams: int, events: int) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--streams", type=lambda text: [int(n) for n in text.split(",")], default=[1000],
-                        help="concurrent streams; a list (100,300,1000) runs each in turn")
+    parser.add_argument("--streams", type=lambda text: [int(n) for n in text.split(",")], default=None,
+                        help="concurrent streams; a list (100,300,1000) runs each in turn (default: 1000; rolling: 100)")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long each stream lasts")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between a stream's text chunks")
     parser.add_argument("--ramp-rate", type=float, default=100.0,
@@ -461,9 +462,15 @@ def main() -> None:
     parser.add_argument("--scenarios", default="one,replicas")
     parser.add_argument("--no-write", action="store_true", help="print only (no files in bench/results)")
     parser.add_argument("--per-second", action="store_true", help="also print latency percentiles per second")
+    from bench.load import rolling
+
+    rolling.add_arguments(parser)
     args = parser.parse_args()
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit[1], limit[1]))
+    if args.scenarios == "rolling":
+        rolling.run_rolling(args)
+        return
     outcomes = run_all(args)
     if not args.no_write:
         from bench.load.report import write

@@ -15,9 +15,15 @@ process little (one sleeping task per stream, no HTTP framework). Two shapes:
   contain `[shape EVENTS ARGUMENT_DELTAS INTERVAL]` (the user's text, which every request of the chat
   carries) gets that shape instead of the command line's: the benchmark runs short chats on the same servers
   to tell the cost of a delta from the cost of a chat.
+- `orders` (`bench/load/rolling.py`): like `agent`, but the two calls are `charge` (not idempotent) and `lookup`
+  (idempotent), each sent whole in one delta with the arguments `{"order": "<its call id>", "seconds":
+  <--tool-seconds>}`: the tools (`bench/load/rolling_tools.py`) take that long and journal each execution under
+  the call's id, which is unique in this process. A request whose last message is the user's gets the calls
+  (a chat's later runs carry the earlier runs' tool results), any other the final answer.
 
     python -m bench.load.provider --port 0 --events 300 --interval 0.2
     python -m bench.load.provider --port 0 --shape agent --events 10 --argument-deltas 10
+    python -m bench.load.provider --port 0 --shape orders --events 20 --interval 0.1 --tool-seconds 2
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ _HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: 
 _TOOL_RESULT = re.compile(rb'"role"\s*:\s*"tool"')
 _SHAPE = re.compile(rb"\[shape (\d+) (\d+) ([0-9.]+)\]")
 TOOL_NAMES = ("word_count", "char_count")
+ORDER_TOOLS = ("charge", "lookup")
 _call_numbers = itertools.count()
 
 
@@ -109,12 +116,35 @@ def _tool_call_chunks(argument_deltas: int) -> Iterator[bytes | None]:
             yield _chunk(_delta(tool_calls=[{"index": index, "function": {"arguments": text}}]))
 
 
-def answer(shape: str, request_body: bytes, events: int, argument_deltas: int) -> Iterator[bytes | None]:
+def _order_call_chunks(tool_seconds: float) -> Iterator[bytes | None]:
+    """The `orders` shape's two calls, each whole in one delta, after a beat; each call's id is its order."""
+    number = next(_call_numbers)
+    calls = []
+    for index, name in enumerate(ORDER_TOOLS):
+        call_id = f"call_{number}_{index}"
+        arguments = json.dumps({"order": call_id, "seconds": tool_seconds})
+        calls.append({"index": index, "id": call_id, "type": "function",
+                      "function": {"name": name, "arguments": arguments}})
+    yield None
+    yield _chunk(_delta(tool_calls=calls))
+
+
+def _asks_for_calls(request_body: bytes) -> bool:
+    """Whether an `orders` request ends with the user's message (a chat's earlier runs left tool results before it)."""
+    messages = json.loads(request_body).get("messages") or [{}]
+    return bool(messages[-1].get("role") == "user")
+
+
+def answer(shape: str, request_body: bytes, events: int, argument_deltas: int,
+           tool_seconds: float = 0.0) -> Iterator[bytes | None]:
     """The response body's chunks (HTTP chunked framing, SSE inside); None where the next delta waits a beat."""
     yield _chunk(_delta("", role="assistant"))
     yield from _text_chunks(events)
     if shape == "agent" and not _TOOL_RESULT.search(request_body):
         yield from _tool_call_chunks(argument_deltas)
+        finish = "tool_calls"
+    elif shape == "orders" and _asks_for_calls(request_body):
+        yield from _order_call_chunks(tool_seconds)
         finish = "tool_calls"
     else:
         finish = "stop"
@@ -141,7 +171,7 @@ async def _read_body(reader: asyncio.StreamReader, head: bytes) -> bytes:
 
 
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, shape: str, events: int,
-                  argument_deltas: int, interval: float) -> None:
+                  argument_deltas: int, interval: float, tool_seconds: float = 0.0) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -149,7 +179,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sh
             chat_events, chat_argument_deltas, chat_interval = chat_shape(body, events, argument_deltas, interval)
             writer.write(_HEAD)
             next_at = time.monotonic()
-            for frame in answer(shape, body, chat_events, chat_argument_deltas):
+            for frame in answer(shape, body, chat_events, chat_argument_deltas, tool_seconds):
                 if frame is None:
                     next_at += chat_interval
                     await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -162,9 +192,11 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sh
         writer.close()
 
 
-async def serve(port: int, events: int, interval: float, shape: str = "text", argument_deltas: int = 0) -> None:
-    server = await asyncio.start_server(lambda r, w: _handle(r, w, shape, events, argument_deltas, interval),
-                                        "127.0.0.1", port, backlog=4096)
+async def serve(port: int, events: int, interval: float, shape: str = "text", argument_deltas: int = 0,
+                tool_seconds: float = 0.0) -> None:
+    server = await asyncio.start_server(
+        lambda r, w: _handle(r, w, shape, events, argument_deltas, interval, tool_seconds),
+        "127.0.0.1", port, backlog=4096)
     print(f"Listening on port {server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await server.serve_forever()
@@ -175,11 +207,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--events", type=int, default=300, help="text chunks per answer")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between two stamped deltas")
-    parser.add_argument("--shape", choices=["text", "agent"], default="text")
+    parser.add_argument("--shape", choices=["text", "agent", "orders"], default="text")
     parser.add_argument("--argument-deltas", type=int, default=10,
                         help="with --shape agent: argument fragments per tool call")
+    parser.add_argument("--tool-seconds", type=float, default=2.0,
+                        help="with --shape orders: how long each tool call takes")
     args = parser.parse_args()
-    asyncio.run(serve(args.port, args.events, args.interval, args.shape, args.argument_deltas))
+    asyncio.run(serve(args.port, args.events, args.interval, args.shape, args.argument_deltas, args.tool_seconds))
 
 
 if __name__ == "__main__":

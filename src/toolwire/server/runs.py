@@ -165,6 +165,10 @@ class RunManager:
         self.max_continuations = max_continuations
         self.drain_handover = drain_handover
         self._stopping = False
+        self.handed_over: anyio.Event | None = None
+        """Set once a stop handed this process's runs over (`drain_handover`): the streams it serves end then
+        (`sse.EventStreamResponse`), and their clients follow on from another server at once, instead of
+        holding the stop until the server's shutdown timeout cuts them off."""
         self.queue: RunQueue | None = store if isinstance(store, RunQueue) else None
         self.accepting = False
         self._tg: anyio.abc.TaskGroup | None = None
@@ -176,6 +180,8 @@ class RunManager:
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         """Recover what a dead process left, then accept runs and keep leases and recovery going."""
         self._tg = tg
+        self.handed_over = anyio.Event()
+        tg.start_soon(self._renew)  # before the first recovery: the runs it takes over are renewed meanwhile
         await self.recover_expired()
         self.accepting = True
         await self.start_waiting()
@@ -186,8 +192,11 @@ class RunManager:
         interrupt what is left. A load balancer meanwhile sends new requests to the other replicas."""
         self.accepting = False
         self._stopping = True
-        if self.drain_handover and self._local:
-            await self.hand_over()
+        if self.drain_handover:
+            if self._local:
+                await self.hand_over()
+            if self.handed_over is not None:
+                self.handed_over.set()
         elif self.drain_seconds > 0 and self._local:
             logger.warning("Stopping: %d run(s) get up to %.0f s to finish", len(self._local), self.drain_seconds)
             await self.wait_idle(self.drain_seconds)
@@ -260,14 +269,31 @@ class RunManager:
                     f"{type(target).__name__} does not answer ({type(exc).__name__}).")
         return found
 
+    async def _renew(self) -> None:
+        """Renew the leases of this process's runs every third of the lease, in a task of its own: a recovery round
+        that takes over many runs (a replica of a rolling deploy that stopped) lasts longer than a lease on a busy
+        machine, and the runs it took over first, or this process's own, must not expire meanwhile (another server
+        would take them over while they still run here: bench/load's `rolling` scenario showed it)."""
+        interval = max(0.2, self.lease_seconds / 3)
+        while True:
+            await anyio.sleep(interval)
+            if not self._local:
+                continue
+            try:
+                await self.store.renew_leases(self.owner, list(self._local), self.lease_seconds)
+            except StoreUnavailable as exc:  # the next round tries again; `_maintain` says when the store is away
+                logger.debug("Lease renewal failed (%d run(s) here); retrying in %.1f s: %s", len(self._local),
+                             interval, exc)
+            except Exception as exc:  # a deadlock with another replica's writes, say: the next round tries again
+                logger.warning("Lease renewal failed (%d run(s) here); retrying in %.1f s: %s", len(self._local),
+                               interval, exc)
+
     async def _maintain(self) -> None:
         interval = max(0.2, self.lease_seconds / 3)
         failing_since: float | None = None
         while True:
             await anyio.sleep(interval)
             try:
-                if self._local:
-                    await self.store.renew_leases(self.owner, list(self._local), self.lease_seconds)
                 await self.recover_expired()
                 await self.start_waiting()
                 self.log.sweep()

@@ -7,7 +7,9 @@ a follower catching up); live frames are sent one by one, the moment they are pu
 
 `EventStreamResponse` sends the headers at once, then the frames, racing them against the client
 going away (`http.disconnect`): a disconnect stops the following at once, and calls `on_disconnect`
-(which cancels the run for `on_disconnect: "cancel"`). Following never affects the run otherwise.
+(which cancels the run for `on_disconnect: "cancel"`). Following never affects the run otherwise. Once a
+stop handed this server's runs over (`--drain-handover`), its streams end whole: their clients follow on from
+another server with their last id.
 """
 
 from __future__ import annotations
@@ -109,6 +111,10 @@ class EventStreamResponse(Response):
                     cancel.cancel()
                     return
 
+        async def end_when(released: anyio.Event, frames: anyio.CancelScope) -> None:
+            await released.wait()
+            frames.cancel()
+
         metrics = of_scope(scope)  # counts open streams when /metrics is on (metrics.py)
         if metrics is not None:
             metrics.followers.inc()
@@ -116,9 +122,14 @@ class EventStreamResponse(Response):
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch, tg.cancel_scope)
+                frames = anyio.CancelScope()
+                released = _handed_over(scope)
+                if released is not None:  # the stream ends (whole) once this server handed its runs over
+                    tg.start_soon(end_when, released, frames)
                 try:
-                    async for frame in self.frames:
-                        await send({"type": "http.response.body", "body": frame, "more_body": True})
+                    with frames:
+                        async for frame in self.frames:
+                            await send({"type": "http.response.body", "body": frame, "more_body": True})
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 except OSError:  # the connection is gone (some servers say so on send)
                     disconnected = True
@@ -132,3 +143,10 @@ class EventStreamResponse(Response):
                     await aclose()
                 if disconnected and self.on_disconnect is not None:
                     await self.on_disconnect()
+
+
+def _handed_over(scope: Scope) -> anyio.Event | None:
+    """The event a stop that hands the runs over sets (`RunManager.handed_over`), if the app has a run manager."""
+    app = scope.get("app")
+    state = getattr(getattr(app, "state", None), "toolwire", None)
+    return getattr(getattr(state, "manager", None), "handed_over", None)

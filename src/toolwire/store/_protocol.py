@@ -299,7 +299,8 @@ class Store(ChatMemory, Protocol):
 
     # -- leases and recovery -----------------------------------------------------------------
     async def renew_leases(self, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
-        """Extend the leases this owner holds on these running runs; returns how many it still holds."""
+        """Extend the leases this owner holds on these running runs; returns how many it renewed (a run whose row
+        another transaction holds at that moment is skipped, not waited for: its lease is renewed next time)."""
         ...
 
     async def expired_runs(self) -> list[Run]:

@@ -501,8 +501,13 @@ class Writes:
 
     @staticmethod
     def renew_leases(conn: Connection, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
-        result = conn.execute(update(runs).where(runs.c.id.in_(list(run_ids)), runs.c.lease_owner == owner,
-                                                 runs.c.status == "running")
+        # A row another transaction holds (the writer's batch, another server's take-over) is skipped, not waited
+        # for: waiting while holding the rows renewed so far deadlocked with those transactions, which lock their
+        # rows in their own order, and PostgreSQL broke it by failing the renewal. A skipped lease is renewed at the
+        # next round, a third of a lease later. (SQLite has one writer at a time and no FOR UPDATE: no skip.)
+        held = select(runs.c.id).where(runs.c.id.in_(list(run_ids)), runs.c.lease_owner == owner,
+                                       runs.c.status == "running").with_for_update(skip_locked=True)
+        result = conn.execute(update(runs).where(runs.c.id.in_(held.scalar_subquery()))
                               .values(lease_expires_at=time.time() + lease_seconds))
         return int(result.rowcount)
 
