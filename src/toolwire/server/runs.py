@@ -300,13 +300,13 @@ class RunManager:
             except StoreUnavailable as exc:  # the database is away for a moment; the next round tries again
                 if failing_since is None:
                     failing_since = anyio.current_time()
-                    logger.warning("Lease renewal or recovery failed (%d run(s) here); retrying every %.1f s: %s",
+                    logger.warning("Recovery failed (%d run(s) here); retrying every %.1f s: %s",
                                    len(self._local), interval, exc)
             except Exception:
-                logger.exception("Lease renewal or recovery failed; retrying in %.1f s", interval)
+                logger.exception("Recovery failed; retrying in %.1f s", interval)
             else:
                 if failing_since is not None:
-                    logger.warning("Lease renewal and recovery work again, after %.1f s",
+                    logger.warning("Recovery works again, after %.1f s",
                                    anyio.current_time() - failing_since)
                     failing_since = None
 

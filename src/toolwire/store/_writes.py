@@ -501,10 +501,11 @@ class Writes:
 
     @staticmethod
     def renew_leases(conn: Connection, owner: str, run_ids: Sequence[str], lease_seconds: float) -> int:
-        # A row another transaction holds (the writer's batch, another server's take-over) is skipped, not waited
-        # for: waiting while holding the rows renewed so far deadlocked with those transactions, which lock their
-        # rows in their own order, and PostgreSQL broke it by failing the renewal. A skipped lease is renewed at the
-        # next round, a third of a lease later. (SQLite has one writer at a time and no FOR UPDATE: no skip.)
+        # A row another transaction holds (another server's take-over, say) is skipped, not waited for: waiting
+        # while holding the rows renewed so far deadlocked with transactions that lock their rows in their own
+        # order, and PostgreSQL broke it by failing the renewal. This process's own writes cannot hold them: the
+        # renewal runs in the writer's batch (`SQLStore.renew_leases`). A skipped lease is renewed at the next
+        # round, a third of a lease later. (SQLite has one writer at a time and no FOR UPDATE: no skip.)
         held = select(runs.c.id).where(runs.c.id.in_(list(run_ids)), runs.c.lease_owner == owner,
                                        runs.c.status == "running").with_for_update(skip_locked=True)
         result = conn.execute(update(runs).where(runs.c.id.in_(held.scalar_subquery()))
