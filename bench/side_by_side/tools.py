@@ -6,7 +6,9 @@ relay all take as they are. The model calls both at once, each with a text of st
 
 from __future__ import annotations
 
-TOOLS_MODULE = "bench.side_by_side.tools:TOOLS"
+from toolwire import Tool
+
+TOOLS_MODULE = "bench.side_by_side.tools:TOOLWIRE_TOOLS"
 
 
 def word_count(text: str) -> int:
@@ -20,3 +22,8 @@ def char_count(text: str) -> int:
 
 
 TOOLS = [word_count, char_count]
+
+# For toolwire, the same two declared idempotent (they are: counting twice changes nothing), as a user would
+# declare them: a tool that is not idempotent waits for its call to be committed before it starts, so that a
+# server continuing the run after a crash never runs it twice (docs/guides/durable-runs.md).
+TOOLWIRE_TOOLS = [Tool(function, idempotent=True) for function in TOOLS]

@@ -308,6 +308,35 @@ async def test_a_run_starting_past_steps_taken_elsewhere_counts_them_against_max
 
 
 @pytest.mark.anyio
+async def test_before_tool_is_awaited_before_each_tool_that_is_not_idempotent_starts() -> None:
+    """`AgentRun.before_tool` (a server committing the call to its journal): awaited before a tool that must not
+    run twice starts, and not for an idempotent one."""
+    order: list[str] = []
+
+    @tool
+    def charge(amount: int) -> str:
+        order.append(f"charge {amount} ran")
+        return "charged"
+
+    @tool(idempotent=True)
+    def lookup(key: str) -> str:
+        order.append(f"lookup {key} ran")
+        return "found"
+
+    async def before_tool(call: ToolCallPart) -> None:
+        order.append(f"recorded {call.name}")
+        await anyio.sleep(0.05)  # a commit: the tool must not start meanwhile
+
+    model = ScriptedModel([ToolCall("charge", {"amount": 5})], [ToolCall("lookup", {"key": "k"})], ["Done."])
+    stream = Agent(model, tools=[charge, lookup]).stream("go")
+    stream.before_tool = before_tool
+    async with stream as run:
+        async for _ in run:
+            pass
+    assert order == ["recorded charge", "charge 5 ran", "lookup k ran"]
+
+
+@pytest.mark.anyio
 async def test_run_stream_prefixes_the_first_text_after_a_tool_round_with_a_newline() -> None:
     @tool
     def clock() -> str:

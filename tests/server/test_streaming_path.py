@@ -10,7 +10,7 @@ provider of `test_publishing` (`httpx.MockTransport`, the network edge).
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from sqlalchemy import event
 
 from tests.server.support import IN_PROCESS_TOKEN, Event, read_events
 from tests.server.test_publishing import RecordingLog, _bodies
-from toolwire import Agent, get_model, tool
+from toolwire import Agent, Tool, get_model, tool
 from toolwire.server import ChatContext, ServerConfig, create_app
 from toolwire.store import SQLStore
 
@@ -53,8 +53,8 @@ class HeldStore(SQLStore):
 
 
 @asynccontextmanager
-async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None,
-                  ) -> AsyncIterator[httpx.AsyncClient]:
+async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None, *,
+                  tools: Sequence[Tool[..., Any]] | None = None) -> AsyncIterator[httpx.AsyncClient]:
     bodies = _bodies([" one", " two"], orjson.dumps({"text": "x"}).decode())
     requests = 0
 
@@ -64,7 +64,9 @@ async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None
         requests += 1
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
-    @tool
+    # Idempotent, so it starts without waiting for the journal (a tool that is not waits for its call to be
+    # committed: test_recorded_calls.py): these tests hold or delay the journal while the tool runs.
+    @tool(idempotent=True)
     def note(text: str) -> str:
         """Keep a note."""
         return "kept"
@@ -73,7 +75,7 @@ async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None
                       http_client=httpx.AsyncClient(transport=httpx.MockTransport(provider)))
 
     def factory(ctx: ChatContext) -> Agent:
-        return Agent(model, tools=[note], memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools)
+        return Agent(model, tools=[note] if tools is None else list(tools), memory=ctx.memory, max_parallel_tools=ctx.max_parallel_tools)
 
     options: dict[str, Any] = {"event_log": log} if log is not None else {}
     app = create_app(factory, store=store, tokens={"dev": [IN_PROCESS_TOKEN]},

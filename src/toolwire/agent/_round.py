@@ -164,6 +164,7 @@ class RoundPlayer:
     _tool_calls: int
     messages: list[Message]
     steps: list[StepResult]
+    before_tool: Callable[[ToolCallPart], Awaitable[None]] | None
 
     def _emit(self, item: Item) -> int:
         """Hand an item to the reader; returns how many are buffered (0 once the reader is gone)."""
@@ -389,6 +390,8 @@ class RoundPlayer:
             else:
                 context.tool_calls = self._tool_calls
                 async with round_.limiter:
+                    if self.before_tool is not None and not admitted.tool.idempotent:
+                        await self.before_tool(call)  # a tool that must not run twice starts once that is recorded
                     round_.started = True
                     self._emit(ToolStartedEvent(call=call))
                     executed = await self._execute(round_, admitted)

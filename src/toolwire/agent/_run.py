@@ -34,7 +34,7 @@ import functools
 import logging
 import operator
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, nullcontext
 from types import TracebackType
 from typing import Any, Generic
@@ -165,6 +165,10 @@ class AgentRun(RoundPlayer, Generic[OutputT]):
         """The index of the run's first step (`RunContext.step`), set before the run is entered: a run that goes on
         from steps taken elsewhere (a server continuing a run whose process stopped) starts past them, and they
         count against `max_steps`. A resumed state names its own step instead."""
+        self.before_tool: Callable[[ToolCallPart], Awaitable[None]] | None = None
+        """Awaited before a tool that is not idempotent starts, set before the run is entered: a server records
+        the call in the run's journal first, so a process that continues the run after this one died knows the
+        call had started and never runs it a second time (docs/guides/durable-runs.md)."""
         self._result: RunResult[OutputT] | None = None
         self._error: Exception | None = None
         self._items: ItemQueue[Item] | None = None

@@ -28,17 +28,29 @@ class Journal:
     the consumer made the write itself.
     """
 
-    __slots__ = ("_idle", "_pending", "_write_parts", "_writes")
+    __slots__ = ("_batch_done", "_idle", "_pending", "_write_parts", "_writes", "_written")
 
     def __init__(self, write_parts: Callable[[list[ToolCallPart], list[ToolResultPart], Message | None],
                                              Awaitable[object]]) -> None:
         self._writes: ItemQueue[_Item] = ItemQueue()
         self._write_parts = write_parts
         self._pending = 0
+        self._written = 0
         self._idle: anyio.Event | None = None
+        self._batch_done: anyio.Event | None = None
 
     def add_call(self, call: ToolCallPart) -> None:
         self._put(("call", call))
+
+    async def record_call(self, call: ToolCallPart) -> None:
+        """Add the call and wait until it is committed (with whatever was added before it), but not for what is
+        added after: a tool that must not run twice waits for this before it starts (`AgentRun.before_tool`)."""
+        self.add_call(call)
+        target = self._written + self._pending
+        while self._written < target:
+            if self._batch_done is None:
+                self._batch_done = anyio.Event()
+            await self._batch_done.wait()
 
     def add_result(self, result: ToolResultPart) -> None:
         self._put(("result", result))
@@ -77,6 +89,10 @@ class Journal:
             for write in others:
                 await write()
             self._pending -= len(taken)
+            self._written += len(taken)
+            if self._batch_done is not None:
+                self._batch_done.set()
+                self._batch_done = None
             if not self._pending and self._idle is not None:
                 self._idle.set()
                 self._idle = None

@@ -190,6 +190,8 @@ class Runner:
         # The round in progress, as the journal holds it: what the run writes itself if the store was away.
         self._step_message: Message | None = None
         self._calls: list[ToolCallPart] = []
+        self._recorded: set[str] = set()
+        """Calls committed to the journal before their tool started (`_record_call`), not to be added again."""
         self._results: list[ToolResultPart] = []
         self._committed: list[Message] = []
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
@@ -389,6 +391,7 @@ class Runner:
                 stream = agent.stream(None, conversation_id=self.chat_id, trace_context=self.trace_context)
                 stream.first_step = self._steps  # the steps stored before a takeover count against max_steps
             stream.deliver_to(self._channel)
+            stream.before_tool = self._record_call
             async with stream as run:
                 self.memory.usage = lambda: self._usage_before + run.usage
                 try:
@@ -434,6 +437,15 @@ class Runner:
         self._stored_calls.update(call.id for call in round_.message.parts if isinstance(call, ToolCallPart))
         self._publish_saved(Saved(messages=messages, rows=rows))
         await self._flush()
+
+    async def _record_call(self, call: ToolCallPart) -> None:
+        """Commit a call to the journal before its tool starts, when the tool is not idempotent (the agent awaits
+        this): without it, a process that died while the model still streamed left no trace of a call whose tool
+        had run, and the process continuing the run asked the model again, which ran the tool a second time under
+        a new call (bench/load's `rolling` scenario counted 9 of 227 such repeats across SIGKILLs). The cost is
+        one group commit before such a tool starts; idempotent tools start at once, as before."""
+        self._recorded.add(call.id)
+        await self._journal.record_call(call)
 
     async def _consume(self, run: AgentRun[Any]) -> Exception | None:
         """Publish the agent's items and the saved rows in order, until the run ends; returns its error.
@@ -523,7 +535,8 @@ class Runner:
             assert isinstance(event, ToolStartedEvent)
             call = event.call
             self._calls.append(call)
-            self._journal.add_call(call)
+            if call.id not in self._recorded:
+                self._journal.add_call(call)
             self._journal.add(partial(self.limiter.spend, self.user.id, "tool_calls"))
         elif kind is ToolResultEvent:
             assert isinstance(event, ToolResultEvent)

@@ -1,0 +1,83 @@
+"""A tool that is not idempotent starts only once its call is committed to the run's journal (durable runs).
+
+Without that, a process killed while the model was still streaming (tools start as soon as their call is
+complete) could leave no trace of a call whose tool had already run; the process continuing the run then asked
+the model again, and the tool ran a second time under the new call (bench/load's `rolling` scenario, SIGKILL
+variant). An idempotent tool starts at once, as before: running it twice is harmless, and it waits for nothing.
+
+The store is the real SQLite store with its journal writes held until the test releases them; the app runs
+in-process on loopback with the fake provider of `test_streaming_path` (a text, one `note` call, the answer).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.server.support import Event, read_events
+from tests.server.test_streaming_path import serving
+from toolwire import Tool
+from toolwire.store import SQLStore
+
+pytestmark = pytest.mark.anyio
+
+
+class HeldJournal(SQLStore):
+    """The SQLite store; a journal write that records a call waits for `release`. `order` notes the writes and
+    the tool's start, in the order they happened."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.release = anyio.Event()
+        self.order: list[str] = []
+
+    async def record_journal(self, run_id: str, *, calls: Any = (), **entries: Any) -> None:
+        if calls:
+            self.order.append("call held")
+            await self.release.wait()
+        await super().record_journal(run_id, calls=calls, **entries)
+        if calls:
+            self.order.append("call committed")
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["not-idempotent", "idempotent"])
+async def test_a_tool_that_must_not_run_twice_starts_after_its_call_is_committed(tmp_path: Path,
+                                                                                 idempotent: bool) -> None:
+    store = HeldJournal(f"sqlite:///{tmp_path / 'app.db'}")
+
+    def note(text: str) -> str:
+        """Keep a note."""
+        store.order.append("tool started")
+        return "kept"
+
+    async with serving(store, tmp_path, tools=[Tool(note, idempotent=idempotent)]) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        seen: list[Event] = []
+
+        async def follow() -> None:
+            async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                     json={"client_message_id": "1", "text": "go"}) as response:
+                async for event in read_events(response):
+                    seen.append(event)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follow)
+            with anyio.fail_after(30):
+                while "call held" not in store.order:  # noqa: ASYNC110 - what the store noted
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.5)  # time for the tool to start, were it to start without the commit
+            if idempotent:
+                assert "tool started" in store.order  # it waits for nothing
+            else:
+                assert "tool started" not in store.order
+                assert "tool_started" not in [e.type for e in seen]
+            store.release.set()
+        assert seen[-1].type == "run_finished" and seen[-1].data["status"] == "completed"
+        assert [e.data["result"]["result"] for e in seen if e.type == "tool_result"] == ["kept"]
+        if not idempotent:
+            assert store.order == ["call held", "call committed", "tool started"]
+        # The call is journaled once either way (the server's own record of the tool's start adds no second).
+        assert store.order.count("call committed") == 1
