@@ -3,6 +3,7 @@ another connection could hold the runs' rows; SQLite has one writer)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import anyio
@@ -79,3 +80,25 @@ async def test_renewal_renews_only_the_owners_running_runs(store: SQLStore) -> N
     assert await store.renew_leases("someone-else", run_ids, 30) == 0
     assert await store.renew_leases("proc-1", [*run_ids, "run_unknown"], 30) == 2
     assert await store.renew_leases("proc-1", [], 30) == 0
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_a_row_referencing_the_run_in_another_transaction_does_not_keep_its_lease_from_renewal(
+        db_url: str) -> None:
+    """A transaction that inserts a row referencing a run (a journal entry, an approval) holds the run's row
+    FOR KEY SHARE until it ends. The renewal skips rows others hold, and it locked them FOR UPDATE, which that
+    lock blocks: under load the lease was skipped round after round and expired under a live run (another
+    replica continued it while it ran). FOR NO KEY UPDATE (all an UPDATE of the lease needs) is not blocked."""
+    async with SQLStore(db_url) as store:
+        run_ids = await running_runs(store, 2)
+        held = run_ids[0]
+        async with store.engine.connect() as other, other.begin():
+            await other.execute(text("INSERT INTO run_tool_calls (run_id, call_id, call_json, created_at) "
+                                     "VALUES (:run, 'call-1', '{}', now())"), {"run": held})
+            with anyio.fail_after(30):
+                renewed = await store.renew_leases("proc-1", run_ids, 600)
+            await other.rollback()
+        assert renewed == 2
+        async with store.engine.connect() as conn:
+            expiries = (await conn.execute(select(runs.c.lease_expires_at).where(runs.c.id.in_(run_ids)))).scalars()
+            assert all(expiry > time.time() + 500 for expiry in expiries)  # both renewed for 600 s

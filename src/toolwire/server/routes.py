@@ -330,15 +330,20 @@ async def post_message(request: Request) -> Response:
 
 
 _ATTACH_WAIT = 10.0
+"""Seconds a request waits for the events of a run that ended a moment ago to reach the log (its end is stored
+before it is published)."""
+_LIVE_ATTACH_WAIT = 30.0
 """Seconds a request waits for a live run's events to reach the log: a run started by the same message on
-another replica a moment ago, or a log that Redis lost and the run's replica is writing again."""
+another replica a moment ago, or a log that Redis lost and the run's replica is writing again. The run is
+live, so its events are coming: answering 410 ("no longer kept") early would be false. On a loaded two-core
+machine, 180 copies of one message sent to two replicas at once had one copy wait over 10 s."""
 
 
 async def attach(log: EventLog, chat_id: str, run: Run, *, created: bool) -> None:
     """Prepare to follow `run` from its start: tells the log which run the database knows by that number (so
     that a copy of a deleted chat's log under a reused id is never served, `EventLog.expect_run`); for a run
-    this request did not start, makes sure the log holds it, waiting (up to `_ATTACH_WAIT`) while it is live,
-    else 410."""
+    this request did not start, makes sure the log holds it, waiting while it is live or ended a moment ago
+    (`_LIVE_ATTACH_WAIT`, `_ATTACH_WAIT`), else 410."""
     await log.expect_run(chat_id, run.run_number, run.id)
     if created:
         return  # its events are on their way from this process
@@ -347,20 +352,20 @@ async def attach(log: EventLog, chat_id: str, run: Run, *, created: bool) -> Non
     # before it is published), so it is waited for like a live one.
     ended = run.finished_at
     recent = ended is not None and (datetime.now(UTC) - ended).total_seconds() < _ATTACH_WAIT
-    if await _known(log, chat_id, first, wait=run.active or recent):
+    if await _known(log, chat_id, first, wait=_LIVE_ATTACH_WAIT if run.active else _ATTACH_WAIT if recent else 0):
         return
     raise ApiError(410, "run_expired", "This message was already sent and its run's events are no longer kept; "
                                        "reload the chat's messages (its answer is stored there).")
 
 
-async def _known(log: EventLog, chat_id: str, cursor: Cursor, *, wait: bool) -> bool:
-    """Whether the log can be read after `cursor`; with `wait`, waits up to `_ATTACH_WAIT` for it to be."""
+async def _known(log: EventLog, chat_id: str, cursor: Cursor, *, wait: float) -> bool:
+    """Whether the log can be read after `cursor`, waiting up to `wait` seconds for it to be."""
     if await log.position(chat_id, cursor) is Position.KNOWN:
         return True
-    if not wait:
+    if wait <= 0:
         return False
     pause = 0.02
-    with anyio.move_on_after(_ATTACH_WAIT):
+    with anyio.move_on_after(wait):
         # Polled, not `log.wait`ed: waiting positions a log's local copy at the cursor, which would then answer
         # for it before the events are really there.
         while True:
@@ -402,8 +407,8 @@ async def _stream_start(server: ServerState, chat: Chat, cursor: Cursor | None) 
         await log.expect_run(chat.id, cursor.run, run.id)
     where = await log.position(chat.id, cursor)
     if where in (Position.UNKNOWN, Position.BEYOND) and run is not None and run.active and \
-            await _known(log, chat.id, cursor, wait=True):
-        where = Position.KNOWN  # the live run's events reached the log (see `_ATTACH_WAIT`)
+            await _known(log, chat.id, cursor, wait=_LIVE_ATTACH_WAIT):
+        where = Position.KNOWN  # the live run's events reached the log (see `_LIVE_ATTACH_WAIT`)
     if where is Position.EXPIRED:
         raise expired
     if where is Position.KNOWN:

@@ -505,9 +505,12 @@ class Writes:
         # while holding the rows renewed so far deadlocked with transactions that lock their rows in their own
         # order, and PostgreSQL broke it by failing the renewal. This process's own writes cannot hold them: the
         # renewal runs in the writer's batch (`SQLStore.renew_leases`). A skipped lease is renewed at the next
-        # round, a third of a lease later. (SQLite has one writer at a time and no FOR UPDATE: no skip.)
+        # round, a third of a lease later. The lock is FOR NO KEY UPDATE (all an UPDATE of the lease takes): FOR
+        # UPDATE conflicts with the FOR KEY SHARE lock that a row referencing the run (a journal entry, an
+        # approval) holds until its transaction ends, and under load such leases were skipped round after round
+        # until they expired under live runs. (SQLite has one writer at a time and no FOR UPDATE: no skip.)
         held = select(runs.c.id).where(runs.c.id.in_(list(run_ids)), runs.c.lease_owner == owner,
-                                       runs.c.status == "running").with_for_update(skip_locked=True)
+                                       runs.c.status == "running").with_for_update(skip_locked=True, key_share=True)
         result = conn.execute(update(runs).where(runs.c.id.in_(held.scalar_subquery()))
                               .values(lease_expires_at=time.time() + lease_seconds))
         return int(result.rowcount)
