@@ -28,7 +28,7 @@ class Journal:
     the consumer made the write itself.
     """
 
-    __slots__ = ("_batch_done", "_idle", "_pending", "_write_parts", "_writes", "_written")
+    __slots__ = ("_batch_done", "_pending", "_write_parts", "_writes", "_written")
 
     def __init__(self, write_parts: Callable[[list[ToolCallPart], list[ToolResultPart], Message | None],
                                              Awaitable[object]]) -> None:
@@ -36,7 +36,6 @@ class Journal:
         self._write_parts = write_parts
         self._pending = 0
         self._written = 0
-        self._idle: anyio.Event | None = None
         self._batch_done: anyio.Event | None = None
 
     def add_call(self, call: ToolCallPart) -> None:
@@ -46,11 +45,7 @@ class Journal:
         """Add the call and wait until it is committed (with whatever was added before it), but not for what is
         added after: a tool that must not run twice waits for this before it starts (`AgentRun.before_tool`)."""
         self.add_call(call)
-        target = self._written + self._pending
-        while self._written < target:
-            if self._batch_done is None:
-                self._batch_done = anyio.Event()
-            await self._batch_done.wait()
+        await self.drained()
 
     def add_result(self, result: ToolResultPart) -> None:
         self._put(("result", result))
@@ -93,16 +88,14 @@ class Journal:
             if self._batch_done is not None:
                 self._batch_done.set()
                 self._batch_done = None
-            if not self._pending and self._idle is not None:
-                self._idle.set()
-                self._idle = None
 
     async def drained(self) -> None:
-        """Wait until every write added so far is committed (`run` must be running)."""
-        if self._pending:
-            if self._idle is None:
-                self._idle = anyio.Event()
-            await self._idle.wait()
+        """Wait until every write added so far is committed, not those added meanwhile (`run` must be running)."""
+        target = self._written + self._pending
+        while self._written < target:
+            if self._batch_done is None:
+                self._batch_done = anyio.Event()
+            await self._batch_done.wait()
 
     def end(self) -> None:
         """No more writes: `run` returns once it has done those added."""
