@@ -81,3 +81,34 @@ async def test_a_tool_that_must_not_run_twice_starts_after_its_call_is_committed
             assert store.order == ["call held", "call committed", "tool started"]
         # The call is journaled once either way (the server's own record of the tool's start adds no second).
         assert store.order.count("call committed") == 1
+
+
+async def test_a_handover_waits_for_a_tool_whose_call_is_committed_before_its_start_is_read(tmp_path: Path) -> None:
+    # The tool starts right after its call commits, before the runner reads its `ToolStartedEvent`: a handover
+    # (`--drain-handover`) that looked only at the events took the run as having no tool running and cut the
+    # tool off; the server continuing the run answered the call `interrupted` (bench/load's `rolling` scenario).
+    store = HeldJournal(f"sqlite:///{tmp_path / 'app.db'}")
+
+    def note(text: str) -> str:
+        """Keep a note."""
+        return "kept"
+
+    apps: list[Any] = []
+    async with serving(store, tmp_path, tools=[Tool(note, idempotent=False)], apps=apps) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        manager = apps[0].state.toolwire.manager
+
+        async def follow() -> None:
+            async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                     json={"client_message_id": "1", "text": "go"}) as response:
+                async for _event in read_events(response):
+                    pass
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follow)
+            with anyio.fail_after(30):
+                while "call held" not in store.order:  # noqa: ASYNC110 - what the store noted
+                    await anyio.sleep(0.01)
+            (local,) = manager._local.values()
+            assert local.runner is not None and local.runner.tools_running
+            store.release.set()

@@ -21,6 +21,7 @@ import orjson
 import pytest
 import uvicorn
 from sqlalchemy import event
+from starlette.applications import Starlette
 
 from tests.server.support import IN_PROCESS_TOKEN, Event, read_events
 from tests.server.test_publishing import RecordingLog, _bodies
@@ -54,7 +55,8 @@ class HeldStore(SQLStore):
 
 @asynccontextmanager
 async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None, *,
-                  tools: Sequence[Tool[..., Any]] | None = None) -> AsyncIterator[httpx.AsyncClient]:
+                  tools: Sequence[Tool[..., Any]] | None = None,
+                  apps: list[Starlette] | None = None) -> AsyncIterator[httpx.AsyncClient]:
     bodies = _bodies([" one", " two"], orjson.dumps({"text": "x"}).decode())
     requests = 0
 
@@ -80,6 +82,8 @@ async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None
     options: dict[str, Any] = {"event_log": log} if log is not None else {}
     app = create_app(factory, store=store, tokens={"dev": [IN_PROCESS_TOKEN]},
                      config=ServerConfig(web_dir=folder / "web"), **options)
+    if apps is not None:  # for a test that looks at the server's state
+        apps.append(app)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)

@@ -281,9 +281,12 @@ class Runner:
 
     @property
     def tools_running(self) -> bool:
-        """Whether a tool call of the run has started and not finished (as far as its events say)."""
+        """Whether a tool call of the run has started and not finished: as far as its events say, or committed by
+        `_record_call` (its tool starts right after that commit, before the runner reads its `ToolStartedEvent`;
+        a handover in that gap cut a non-idempotent tool off, and its call was answered `interrupted`)."""
         done = {result.call_id for result in self._results}
-        return any(call.id not in done for call in self._calls)
+        return (any(call.id not in done for call in self._calls)
+                or any(call_id not in done for call_id in self._recorded))
 
     async def _hand_over(self) -> None:
         """Stop without ending (no `run_finished`): publish what was committed, and write the journal and the step's
