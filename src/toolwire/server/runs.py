@@ -405,9 +405,12 @@ class RunManager:
         message = Message(role="user", parts=[TextPart(text=text), *files]) if files else Message.user(text)
         if strategy in ("enqueue", "interrupt") and parent_id is None:
             return await self._send_queued(user, chat, message, client_message_id, title=title, strategy=strategy)
+        # The run's model comes from the chat the request just read: recorded in the run's own insert, it spares
+        # a read of the chat and a commit that `run_started` waited for (`_run_model`).
+        model = self.models.resolve(chat.model) if self.models.default is not None else None
         start = await self._stored(user, lambda: self.store.start_run(
             chat.id, user_message=message, client_message_id=client_message_id, owner=self.owner,
-            lease_seconds=self.lease_seconds, title=title, parent_id=parent_id))
+            lease_seconds=self.lease_seconds, title=title, parent_id=parent_id, model=model))
         return await self._launched(user, start)
 
     async def _send_rollback(self, user: User, chat: Chat, text: str, client_message_id: str, *, title: str | None,
@@ -523,7 +526,7 @@ class RunManager:
         watch = self.signals.watch(run.id)
         if self.queue is not None and await self.queue.interrupt_waiting(chat_id):
             watch.fire("cancel")  # an interrupt was queued before this run could be reached: it ends at once
-        model = await self._run_model(user, run)
+        model = run.model if run.model is not None else await self._run_model(user, run)
         publisher = RunPublisher(self.log, chat_id=chat_id, run_id=run.id, run_number=run.run_number)
         await publisher.run_event("run_started", None, chat_id=chat_id, run_number=run.run_number,
                                   resumed=resume is not None, resumed_from=resumed_from, leaf_id=run.leaf_id,

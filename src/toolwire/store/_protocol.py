@@ -219,7 +219,8 @@ class Store(ChatMemory, Protocol):
 
     # -- runs --------------------------------------------------------------------------------
     async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
-                        lease_seconds: float, title: str | None = None, parent_id: str | None = None) -> RunStart:
+                        lease_seconds: float, title: str | None = None, parent_id: str | None = None,
+                        model: str | None = None) -> RunStart:
         """Store the user's message and a new `running` run with a lease, in one transaction.
 
         The message goes under `parent_id` (an edit: a new branch there; `""` as a new first message), by
@@ -227,7 +228,8 @@ class Store(ChatMemory, Protocol):
         have raises `MessageNotFound`, a user message as parent `InvalidParent`.
 
         `title`, when given, becomes the chat's title in that same transaction if the chat has none yet
-        (a chat is named after its first message without a transaction of its own).
+        (a chat is named after its first message without a transaction of its own). `model`, when given, is
+        recorded as the run's model in the same insert (`record_run_model` without a statement of its own).
 
         Raises `RunConflict` when the chat has a running or paused run, and `IdempotencyConflict` when
         `client_message_id` was used before with another text. The same id with the same text returns

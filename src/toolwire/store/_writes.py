@@ -317,7 +317,8 @@ class Writes:
     # -- runs --------------------------------------------------------------------------------
 
     def start_run(self, conn: Connection, chat_id: str, user_message: Message, client_message_id: str, owner: str,
-                  lease_seconds: float, title: str | None, parent_id: str | None = None) -> tuple[RunStart, Chat]:
+                  lease_seconds: float, title: str | None, parent_id: str | None = None,
+                  model: str | None = None) -> tuple[RunStart, Chat]:
         # Four statements: the numbers, the checks, the run and the message (the batch's BEGIN and COMMIT are shared).
         # The run number, the user message's sequence number and the active leaf in one statement, which also locks
         # the chat's row (PostgreSQL) until commit: run starts and decisions on one chat happen one after another.
@@ -357,7 +358,7 @@ class Writes:
                                     ids=[row_id])
         run = Run(id=run_id, chat_id=chat_id, run_number=chat.run_count, status="running",
                   client_message_id=client_message_id, lease_owner=owner, lease_expires_at=time.time() + lease_seconds,
-                  leaf_id=row.id)
+                  leaf_id=row.id, model=model)
         self.insert_run(conn, run)
         return RunStart(run=run, user_row=row, created=True), chat
 
@@ -367,7 +368,7 @@ class Writes:
             "id": run.id, "chat_id": run.chat_id, "run_number": run.run_number, "status": run.status,
             "resumed_from": run.resumed_from, "client_message_id": run.client_message_id, "step_message": step_message,
             "created_at": run.created_at, "lease_owner": run.lease_owner, "lease_expires_at": run.lease_expires_at,
-            "leaf_id": run.leaf_id})
+            "leaf_id": run.leaf_id, "model": run.model})
 
     @staticmethod
     def run_where(conn: Connection, *conditions: Any) -> Run | None:

@@ -504,12 +504,13 @@ class SQLStore:
 
     @_shielded
     async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
-                        lease_seconds: float, title: str | None = None, parent_id: str | None = None) -> RunStart:
+                        lease_seconds: float, title: str | None = None, parent_id: str | None = None,
+                        model: str | None = None) -> RunStart:
         try:
             start, _ = await self._write(partial(
                 self._writes.start_run, chat_id=chat_id, user_message=user_message,
                 client_message_id=client_message_id, owner=owner, lease_seconds=lease_seconds, title=title,
-                parent_id=parent_id),
+                parent_id=parent_id, model=model),
                 after_commit=self._chats_put_second)
         except Earlier as earlier:
             return earlier.start
