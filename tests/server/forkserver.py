@@ -78,6 +78,12 @@ def child(request):
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, int) and exc.code is not None:
             print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        import traceback
+        traceback.print_exc()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # ends by the signal, as the interpreter does
+        os.kill(os.getpid(), signal.SIGINT)
     except BaseException:
         import traceback
         traceback.print_exc()
