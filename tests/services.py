@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import hiredis
 
 from toolwire.store import SQLStore
 
@@ -164,20 +165,23 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def command(self, *args: str) -> str:
-        """Run one command with redis-cli-like framing over a plain socket; returns the raw reply."""
+        """Run one command with redis-cli-like framing over a plain socket; returns the raw reply.
+
+        The read ends when hiredis's parser holds one whole reply (reading until the server went quiet for
+        half a second made every call, the FLUSHALL before each replica test among them, take that long)."""
         payload = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a.encode()), a.encode()) for a in args)
+        reader = hiredis.Reader()
+        chunks: list[bytes] = []
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
             sock.sendall(payload)
-            sock.settimeout(0.5)
-            chunks: list[bytes] = []
-            try:
-                while True:
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-            except TimeoutError:
-                pass
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                reader.feed(chunk)
+                if reader.gets() is not False:  # one whole reply (an error reply is returned, not raised)
+                    break
         return b"".join(chunks).decode(errors="replace")
 
 

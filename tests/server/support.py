@@ -40,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.server import forkserver
 from toolwire.server import ServerConfig, create_app
 from toolwire.testing.fake import FakeRequest, FakeText, FakeToolCall, FakeTurn, fake_protocol
 
@@ -244,7 +245,7 @@ class ServerProcess:
         self.args = list(args)
         self.lease_seconds = lease_seconds
         self.url = ""
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | forkserver.ForkedProcess | None = None
         self._starts = 0
 
     def start(self) -> None:
@@ -259,9 +260,10 @@ class ServerProcess:
                    "--model", "openai:gate-model", "--base-url", f"{self.gate_url}/v1",
                    "--tools", "tests.server.gated_tools:TOOLS", "--tokens-file", str(tokens),
                    "--lease-seconds", str(self.lease_seconds), *self.args]
-        with out.open("wb") as stdout, err.open("wb") as stderr:
-            self.process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, cwd=self.folder,
-                                            preexec_fn=self.preexec)
+        # Forked from a process that imported the server once (tests/server/forkserver.py): a start's imports
+        # were most of the suite's CPU time.
+        self.process = forkserver.popen(command, env=env, cwd=self.folder, stdout=out, stderr=err,
+                                        preexec=self.preexec)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             found = re.search(rb"Listening on (http://\S+)", out.read_bytes())
