@@ -94,7 +94,7 @@ from ._records import (
 from ._recovery import rows_for
 from ._schema import api_tokens, approvals, chats, messages, runs, users
 from ._search import search_chats
-from ._writer import WRITE_BATCH, Operation, Writer, run_batch
+from ._writer import WRITE_BATCH, LoopThread, Operation, Writer, run_batch
 from ._writes import (
     DEFAULT_USER,
     Earlier,
@@ -163,6 +163,8 @@ class SQLStore:
         self._engine_options = dict(engine_options or {})
         self._engine: AsyncEngine | None = None
         self._postgres_writer: AsyncEngine | None = None
+        self._writer_loop: LoopThread | None = None
+        """The PostgreSQL writer's own event loop (`LoopThread`): its connection is made and used there only."""
         self._read_engine: AsyncEngine | None = None
         self._write_engine: Engine | None = None
         self._sqlite_reader: Engine | None = None
@@ -225,6 +227,7 @@ class SQLStore:
             # `renew_leases`) either, which could let leases expire under runs still alive.
             self._postgres_writer = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1,
                                                                  "max_overflow": 0, "pool_timeout": 5})
+            self._writer_loop = LoopThread("toolwire-postgres-writer")
         watch_health(self._engine, self.health)
         if self._postgres_writer is not None:
             watch_health(self._postgres_writer, self.health)
@@ -255,7 +258,14 @@ class SQLStore:
     async def close(self) -> None:
         if self._postgres_writer is not None:
             postgres_writer, self._postgres_writer = self._postgres_writer, None
-            await postgres_writer.dispose()
+            writer_loop, self._writer_loop = self._writer_loop, None
+            if writer_loop is None:
+                await postgres_writer.dispose()
+            else:
+                try:
+                    await writer_loop.run(postgres_writer.dispose())
+                finally:
+                    writer_loop.stop()
         if self._write_engine is not None:
             write_engine, self._write_engine = self._write_engine, None
             await anyio.to_thread.run_sync(write_engine.dispose, limiter=self._thread_limiter)
@@ -280,6 +290,11 @@ class SQLStore:
         async with self.engine.connect() as conn:
             await conn.execute(select(1))
 
+    @property
+    def write_backlog(self) -> int:
+        """Writes queued for the writer and not yet in a batch."""
+        return self.writer.backlog
+
     async def _write(self, operation: Callable[[Connection], _T], *,
                      after_commit: Callable[[_T], None] | None = None, urgent: bool = False) -> _T:
         """`operation` committed by the writer (in a batch with whatever else is queued)."""
@@ -295,7 +310,15 @@ class SQLStore:
 
             await anyio.to_thread.run_sync(in_thread, limiter=self._thread_limiter)
             return
-        async with (self._postgres_writer or self.engine).connect() as conn:
+        postgres_writer, writer_loop = self._postgres_writer, self._writer_loop
+        if postgres_writer is not None and writer_loop is not None:  # PostgreSQL: on the writer's own loop
+            async def on_writer_loop() -> None:
+                async with postgres_writer.connect() as conn:
+                    await conn.run_sync(run_batch, batch)
+
+            await writer_loop.run(on_writer_loop())
+            return
+        async with self.engine.connect() as conn:
             if self._sqlite:
                 conn = await conn.execution_options(**{WRITE_OPTION: True})
             await conn.run_sync(run_batch, batch)
