@@ -56,15 +56,24 @@ class HeldStore(SQLStore):
 @asynccontextmanager
 async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None, *,
                   tools: Sequence[Tool[..., Any]] | None = None,
-                  apps: list[Starlette] | None = None) -> AsyncIterator[httpx.AsyncClient]:
-    bodies = _bodies([" one", " two"], orjson.dumps({"text": "x"}).decode())
+                  apps: list[Starlette] | None = None, words: Sequence[str] = (" one", " two"),
+                  pace: float = 0.0) -> AsyncIterator[httpx.AsyncClient]:
+    """The app in-process on a loopback socket, its model answering with `words`, a `note` call, then "Done." (each
+    SSE event `pace` seconds after the one before, when given)."""
+    bodies = _bodies(list(words), orjson.dumps({"text": "x"}).decode())
     requests = 0
+
+    async def paced(body: bytes) -> AsyncIterator[bytes]:
+        for event_bytes in body.split(b"\n\n")[:-1]:
+            await anyio.sleep(pace)
+            yield event_bytes + b"\n\n"
 
     def provider(request: httpx.Request) -> httpx.Response:
         nonlocal requests
         body = bodies[min(requests, len(bodies) - 1)]
         requests += 1
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=paced(body) if pace else body)
 
     # Idempotent, so it starts without waiting for the journal (a tool that is not waits for its call to be
     # committed: test_recorded_calls.py): these tests hold or delay the journal while the tool runs.
@@ -205,3 +214,37 @@ async def test_a_round_committed_before_the_journal_gets_to_it_is_not_journaled_
     assert journaled_results == []
     rounds = [s for s in store.statements if s.startswith("INSERT INTO messages")]
     assert len(rounds) == 3  # the user's message, the tool round, the answer
+
+
+class Backlogged(SQLStore):
+    """The SQLite store reporting `backlog` writes queued (`SQLStore.write_backlog`); it notes the text checkpoints."""
+
+    def __init__(self, url: str, backlog: int) -> None:
+        super().__init__(url)
+        self.backlog = backlog
+        self.checkpoints: list[str] = []
+
+    @property
+    def write_backlog(self) -> int:
+        return self.backlog
+
+    async def record_step_text(self, run_id: str, step: int, text: str) -> None:
+        self.checkpoints.append(text)
+        await super().record_step_text(run_id, step, text)
+
+
+@pytest.mark.parametrize("backlog", [0, 1_000], ids=["idle-writer", "backlogged-writer"])
+async def test_a_text_checkpoint_due_by_time_waits_while_the_writer_is_backlogged(tmp_path: Path, backlog: int) -> None:
+    # Twelve words 0.15 s apart: the checkpoint due after a second of text is written by an idle writer, and
+    # left out while the writer has more queued than `CHECKPOINT_BACKLOG` (the run completes the same).
+    store = Backlogged(f"sqlite:///{tmp_path / 'app.db'}", backlog)
+    async with serving(store, tmp_path, words=[f" w{n}" for n in range(12)], pace=0.15) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                 json={"client_message_id": "1", "text": "go"}) as response:
+            events = [e async for e in read_events(response)]
+    assert events[-1].type == "run_finished" and events[-1].data["status"] == "completed"
+    if backlog:
+        assert store.checkpoints == []
+    else:
+        assert store.checkpoints and store.checkpoints[0].startswith(" w0 w1")

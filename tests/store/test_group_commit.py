@@ -334,3 +334,27 @@ async def test_the_writer_itself_survives_callers_cancelled_while_queued_or_lead
         names = set((await conn.execute(text("SELECT name FROM users"))).scalars())
     assert names == {f"u{index}" for index in range(30)} | {"after"}
     assert set(returned) >= {f"u{index}" for index in range(1, 30, 2)}
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)  # SQLite's writer has a worker thread already
+async def test_postgres_batches_run_on_the_writers_own_loop_and_close_stops_it(db_url: str) -> None:
+    # On the server's event loop every statement of a batch waited for a turn of that loop; under 1,000 chats
+    # the writer fell behind for good (bench/side_by_side). The writer's connection lives on a loop of its own.
+    seen: list[tuple[str, bool]] = []
+
+    def on_statement(*_args: Any) -> None:
+        try:
+            asyncio.get_running_loop()
+            running = True
+        except RuntimeError:
+            running = False
+        seen.append((threading.current_thread().name, running))
+
+    async with SQLStore(db_url) as store:
+        event.listen(write_engine(store), "before_cursor_execute", on_statement)
+        owner = await store.ensure_user("alice")
+        chats = await asyncio.gather(*(store.create_chat(owner.id, f"chat {n}") for n in range(20)))
+        assert len({chat.id for chat in chats}) == 20
+        assert seen and all(name == "toolwire-postgres-writer" and running for name, running in seen), seen
+        assert threading.current_thread().name != "toolwire-postgres-writer"
+    assert "toolwire-postgres-writer" not in {thread.name for thread in threading.enumerate()}
