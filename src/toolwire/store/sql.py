@@ -256,16 +256,13 @@ class SQLStore:
             await engine.dispose()
 
     async def close(self) -> None:
-        if self._postgres_writer is not None:
-            postgres_writer, self._postgres_writer = self._postgres_writer, None
-            writer_loop, self._writer_loop = self._writer_loop, None
-            if writer_loop is None:
-                await postgres_writer.dispose()
-            else:
-                try:
-                    await writer_loop.run(postgres_writer.dispose())
-                finally:
-                    writer_loop.stop()
+        if self._postgres_writer is not None and self._writer_loop is not None:  # made together in `open`
+            postgres_writer, writer_loop = self._postgres_writer, self._writer_loop
+            self._postgres_writer = self._writer_loop = None
+            try:
+                await writer_loop.run(postgres_writer.dispose())
+            finally:
+                writer_loop.stop()
         if self._write_engine is not None:
             write_engine, self._write_engine = self._write_engine, None
             await anyio.to_thread.run_sync(write_engine.dispose, limiter=self._thread_limiter)
