@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import orjson
@@ -100,4 +102,64 @@ async def test_text_checkpointed_while_streaming_is_kept_when_the_run_cannot_go_
         assert message["parts"][0]["text"] == saved["text"] and saved["step"] == 0
         assert "".join(words).startswith(saved["text"]) and len(saved["text"]) > 0
     finally:
+        server.stop()
+
+
+async def test_followers_that_reach_the_new_server_before_it_continues_the_run_are_answered_once_it_does(
+        gate: GateServer, tmp_path: Path) -> None:
+    """A page reconnects as soon as the new process listens, before that process has taken the run over (the
+    old lease has not run out yet). A cursor of the killed process gets its 410 once the run is continued (not
+    when the live-run wait runs out, 30 s later), and a follower without a cursor gets the continued run from its
+    `run_resumed` (not an empty stream to retry)."""
+    server = ServerProcess(db_url=f"sqlite:///{tmp_path / 'early.db'}", gate_url=gate.url, folder=tmp_path,
+                           lease_seconds=4.0)
+    words = ["Cut ", "off ", "here ", "and ", "never ", "finished."]
+    script = gate.script("early", text("".join(words), chunks=words), text("Again, whole."), gated=True)
+    script.release(2)
+    server.start()
+    try:
+        async with server.api() as api:
+            chat = await api.new_chat()
+            async with api.send(chat, "[[early]] go") as response:
+                async for event in read_events(response):
+                    if event.type == "text_delta":
+                        last = str(event.id)
+                        break
+            server.kill()
+        server.start()  # the killed process's lease (4 s) still holds: the run is continued a few seconds later
+        assert script.requests == 1
+        async with server.api() as api:
+
+            async def with_old_cursor() -> tuple[int, float]:
+                started = anyio.current_time()
+                async with api.follow(chat, after=last) as response:
+                    return response.status_code, anyio.current_time() - started
+
+            async def without_cursor() -> list[Any]:
+                async with api.follow(chat) as response:
+                    assert response.status_code == 200
+                    found = []
+                    async for event in read_events(response):
+                        found.append(event)
+                        if event.type == "run_resumed":
+                            script.open()
+                    return found
+
+            results: dict[str, Any] = {}
+
+            async def keep(name: str, call: Callable[[], Awaitable[Any]]) -> None:
+                results[name] = await call()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(keep, "old", with_old_cursor)
+                tg.start_soon(keep, "fresh", without_cursor)
+        status, waited = results["old"]
+        assert status == 410
+        # Answered once the run was continued: the new process asks the model again right after it seeds its log.
+        assert waited < 20, f"the expired cursor was answered after {waited:.1f} s"
+        events = results["fresh"]
+        assert events[0].type == "run_resumed" and events[-1].type == "run_finished"
+        assert events[-1].data["status"] == "completed"
+    finally:
+        script.open()
         server.stop()

@@ -359,10 +359,16 @@ async def attach(log: EventLog, chat_id: str, run: Run, *, created: bool) -> Non
 
 
 async def _known(log: EventLog, chat_id: str, cursor: Cursor, *, wait: float) -> bool:
-    """Whether the log can be read after `cursor`, waiting up to `wait` seconds for it to be."""
-    if await log.position(chat_id, cursor) is Position.KNOWN:
+    """Whether the log can be read after `cursor`, waiting up to `wait` seconds for it to be.
+
+    The wait ends early once the cursor is `EXPIRED`: a server that continues a run it took over starts the
+    run's log past every cursor of the stopped process (`InMemoryEventLog.seed`), and from then on those cursors
+    stay expired. Waiting out the rest of `wait` only delayed the 410 that sends the client to the stored rows.
+    """
+    where = await log.position(chat_id, cursor)
+    if where is Position.KNOWN:
         return True
-    if wait <= 0:
+    if wait <= 0 or where is Position.EXPIRED:
         return False
     pause = 0.02
     with anyio.move_on_after(wait):
@@ -371,8 +377,9 @@ async def _known(log: EventLog, chat_id: str, cursor: Cursor, *, wait: float) ->
         while True:
             await anyio.sleep(pause)
             pause = min(0.2, pause * 2)
-            if await log.position(chat_id, cursor) is Position.KNOWN:
-                return True
+            where = await log.position(chat_id, cursor)
+            if where is not Position.UNKNOWN and where is not Position.BEYOND:
+                return where is Position.KNOWN
     return False
 
 
@@ -398,7 +405,13 @@ async def _stream_start(server: ServerState, chat: Chat, cursor: Cursor | None) 
         if active is None:
             return None
         await log.expect_run(chat.id, active.run_number, active.id)
-        return await renumbered_start(log, chat.id, active.run_number) or Cursor(active.run_number, 0)
+        first = Cursor(active.run_number, 0)
+        if await log.position(chat.id, first) is Position.UNKNOWN:
+            # A live run this log holds nothing of yet: taken over from a stopped process a moment from now, or
+            # started on another replica a moment ago. Following from its start at once would end at once (the
+            # log has no such run), and the client would retry with growing pauses.
+            await _known(log, chat.id, first, wait=_LIVE_ATTACH_WAIT)
+        return await renumbered_start(log, chat.id, active.run_number) or first
     expired = ApiError(410, "cursor_expired", "The events after this id are no longer kept; reload the chat's "
                                               "messages (GET /api/chats/{id}/messages), then follow from there.")
     run = active if active is not None and active.run_number == cursor.run else \
