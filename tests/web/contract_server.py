@@ -69,6 +69,7 @@ class ContractServer:
         self.lock = threading.Condition()
         self.created = 0
         self.chat_delay = 0.0  # seconds GET chat waits between reading the chat and answering (a slow network)
+        self.unavailable: dict[tuple[str, str], int] = {}  # (method, path): how many more requests answer 503
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="contract-server", daemon=True)
@@ -150,6 +151,11 @@ class ContractServer:
     def expire_before(self, chat_id: str, cursor: str) -> None:
         with self.lock:
             self.chats[chat_id].expired_before = cursor
+
+    def refuse_next(self, method: str, path: str, count: int = 1) -> None:
+        """Answer the next `count` requests to `path` with 503 (a server restarting or too busy to answer)."""
+        with self.lock:
+            self.unavailable[(method, path)] = count
 
     def requests_to(self, method: str, path_pattern: str) -> list[Request]:
         pattern = re.compile(path_pattern)
@@ -314,6 +320,14 @@ class ContractServer:
             return
         if not path.startswith("/api/"):
             h.send_error_json(404, "not_found", "There is no such page.")
+            return
+        with self.lock:
+            refused = self.unavailable.get((method, path), 0)
+            if refused:
+                self.unavailable[(method, path)] = refused - 1
+        if refused:
+            h.send_json(503, {"error": {"code": "store_unavailable", "message": "The database is restarting."}},
+                        {"Retry-After": "0"})
             return
         auth = h.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None

@@ -123,6 +123,21 @@ def test_an_expired_cursor_reloads_the_history(server: ContractServer, web: Open
     assert len(server.requests_to("GET", f"/api/chats/{chat_id}/messages")) == 2, "the history is loaded again"
 
 
+def test_a_reload_the_server_cannot_answer_yet_is_asked_again(server: ContractServer, web: Open) -> None:
+    """The page emptied itself to load the chat again (410), and the server answers 503 for a moment (restarting):
+    it asks again after a pause, as it does for a stream, instead of leaving the conversation blank."""
+    seq, page, frames = held_mid_run(server, web, "drop_after")
+    chat_id = seq["chat"]["id"]
+    server.expire_before(chat_id, "9-1")
+    server.refuse_next("GET", f"/api/chats/{chat_id}/messages", 2)
+    server.drop_streams(chat_id)
+    wait_for(lambda: server.requests_to("GET", f"/api/chats/{chat_id}/messages"), 4, timeout=15)
+    page.expect_drawn(frames[-1]["id"])  # back where it was, from the run's first event
+    server.release(chat_id)
+    assert_whole_conversation(page)
+    expect(page.page.locator(".notice")).to_have_count(0)
+
+
 def test_an_expired_cursor_mid_run_replays_the_run(server: ContractServer, web: Open) -> None:
     seq, page, frames = held_mid_run(server, web, "drop_after")
     chat_id = seq["chat"]["id"]

@@ -380,19 +380,32 @@ export class ChatSession {
     return attempt + 1;
   }
 
-  /** Forget everything but the notices and load the chat again; resolves to the chat, or null. */
+  /**
+   * Forget everything but the notices and load the chat again; resolves to the chat, or null. A server that
+   * cannot answer for now (restarting, busy, the network away) is asked again after a pause, as a stream is:
+   * the page was emptied, so giving up would leave it blank.
+   */
   async reload() {
     this.state = { ...emptyChat(this.chatId), notices: this.state.notices, noticeCount: this.state.noticeCount };
     this.onChange(this.state);
-    try {
-      const asked = this.now();
-      const chat = await this.api.getChat(this.chatId);
-      this.dispatch({ type: "client_chat", chat, requested_at: asked });
-      this.dispatch({ type: "client_history", ...(await this.api.messages(this.chatId, null, this.abort.signal)) });
-      return chat;
-    } catch (error) {
-      if (!this.closed) this.report(error);
-      return null;
+    let attempt = 0;
+    for (;;) {
+      try {
+        const asked = this.now();
+        const chat = await this.api.getChat(this.chatId);
+        const history = await this.api.messages(this.chatId, null, this.abort.signal);
+        this.dispatch({ type: "client_chat", chat, requested_at: asked });
+        this.dispatch({ type: "client_history", ...history });
+        return chat;
+      } catch (error) {
+        if (this.closed) return null;
+        if (!(error instanceof ApiError) || !error.transient) {
+          this.report(error);
+          return null;
+        }
+        attempt = await this.pause(attempt, error.retryAfter);
+        if (this.closed) return null;
+      }
     }
   }
 }
