@@ -112,3 +112,38 @@ async def test_a_handover_waits_for_a_tool_whose_call_is_committed_before_its_st
             (local,) = manager._local.values()
             assert local.runner is not None and local.runner.tools_running
             store.release.set()
+
+
+async def test_a_run_waiting_for_its_chats_previous_run_keeps_its_lease(tmp_path: Path) -> None:
+    # A new run waits (up to 10 s) for the chat's previous run to publish its end. That wait can outlast a lease
+    # (2 s in the replica tests, on a loaded machine): the run was not yet among the process's runs, so its lease
+    # was not renewed, and it was taken over as if its process had stopped, then ran twice (the duplicate-send
+    # test of tests/scaleout saw ids numbered on from 2-16777217, and copies waiting past their timeout).
+    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}")
+    apps: list[Any] = []
+    async with serving(store, tmp_path, apps=apps, lease_seconds=0.6) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        manager = apps[0].state.toolwire.manager
+
+        async def send(message_id: str) -> list[Event]:
+            async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                     json={"client_message_id": message_id, "text": "go"}) as response:
+                return [event async for event in read_events(response)]
+
+        first = await send("1")
+        assert first[-1].type == "run_finished"
+        previous_end = anyio.Event()  # the previous run's end, still on its way to the log
+        manager._chat_last[chat] = previous_end
+        second: list[Event] = []
+
+        async def send_second() -> None:
+            second.extend(await send("2"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send_second)
+            await anyio.sleep(2.0)  # over three leases: the maintenance loop looked for expired runs meanwhile
+            assert await manager.recover_expired() == []
+            previous_end.set()
+        assert [e.type for e in second].count("run_started") == 1 and "run_resumed" not in [e.type for e in second]
+        assert second[0].id == "2-1" and second[-1].type == "run_finished"
+        assert second[-1].data["status"] == "completed"

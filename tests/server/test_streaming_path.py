@@ -57,7 +57,7 @@ class HeldStore(SQLStore):
 async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None, *,
                   tools: Sequence[Tool[..., Any]] | None = None,
                   apps: list[Starlette] | None = None, words: Sequence[str] = (" one", " two"),
-                  pace: float = 0.0) -> AsyncIterator[httpx.AsyncClient]:
+                  pace: float = 0.0, lease_seconds: float = 15.0) -> AsyncIterator[httpx.AsyncClient]:
     """The app in-process on a loopback socket, its model answering with `words`, a `note` call, then "Done." (each
     SSE event `pace` seconds after the one before, when given)."""
     bodies = _bodies(list(words), orjson.dumps({"text": "x"}).decode())
@@ -90,7 +90,7 @@ async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None
 
     options: dict[str, Any] = {"event_log": log} if log is not None else {}
     app = create_app(factory, store=store, tokens={"dev": [IN_PROCESS_TOKEN]},
-                     config=ServerConfig(web_dir=folder / "web"), **options)
+                     config=ServerConfig(web_dir=folder / "web", lease_seconds=lease_seconds), **options)
     if apps is not None:  # for a test that looks at the server's state
         apps.append(app)
     sock = socket.socket()

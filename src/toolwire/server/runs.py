@@ -514,15 +514,31 @@ class RunManager:
                       resumed_from: dict[str, object] | None = None) -> None:
         assert self._tg is not None, "the run manager was not started"
         chat_id = run.chat_id
+        done = anyio.Event()
+        # The run is this process's from its insert on: listed before anything is awaited, so that its lease is
+        # renewed (and `recover_expired` leaves it alone) while it waits for the chat's previous run to end. That
+        # wait may outlast a lease: unlisted, the run was taken over by another replica (or by this one) as if its
+        # process had stopped, and ran twice.
+        self._local[run.id] = _Local(chat_id=chat_id, run_number=run.run_number, done=done)
+        try:
+            await self._start(user, run, done, user_row=user_row, resume=resume, resumed_from=resumed_from)
+        except BaseException:
+            self._local.pop(run.id, None)
+            done.set()
+            raise
+
+    async def _start(self, user: User, run: Run, done: anyio.Event, *, user_row: MessageRow | None,
+                     resume: tuple[object, object] | None, resumed_from: dict[str, object] | None) -> None:
+        """The rest of `_launch`: once the chat's previous run has ended, publish `run_started` and drive the run."""
+        assert self._tg is not None, "the run manager was not started"
+        chat_id = run.chat_id
         previous = self._chat_last.get(chat_id)
         if previous is not None:
             with anyio.move_on_after(_CHAIN_WAIT):
                 await previous.wait()
         elif run.run_number > 1:
             await self._previous_end_published(chat_id, run.run_number - 1)
-        done = anyio.Event()
         self._chat_last[chat_id] = done
-        self._local[run.id] = _Local(chat_id=chat_id, run_number=run.run_number, done=done)
         watch = self.signals.watch(run.id)
         if self.queue is not None and await self.queue.interrupt_waiting(chat_id):
             watch.fire("cancel")  # an interrupt was queued before this run could be reached: it ends at once
