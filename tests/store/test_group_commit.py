@@ -358,3 +358,19 @@ async def test_postgres_batches_run_on_the_writers_own_loop_and_close_stops_it(d
         assert seen and all(name == "toolwire-postgres-writer" and running for name, running in seen), seen
         assert threading.current_thread().name != "toolwire-postgres-writer"
     assert "toolwire-postgres-writer" not in {thread.name for thread in threading.enumerate()}
+
+
+async def test_a_postgres_store_that_cannot_open_leaves_no_writer_thread_behind() -> None:
+    # The writer's loop thread is made before the database is first reached (by the migration): a database that
+    # cannot be reached left the thread running for the rest of the process, once per attempt to open.
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once the socket is closed
+    store = SQLStore(f"postgresql://toolwire@127.0.0.1:{port}/toolwire")
+    with pytest.raises(Exception):  # noqa: B017, PT011 - whichever error the driver gives for a refused connection
+        await store.open()
+    assert "toolwire-postgres-writer" not in {thread.name for thread in threading.enumerate()}
+    with pytest.raises(RuntimeError, match="not open"):
+        store.engine  # noqa: B018 - closed again: it says so

@@ -228,15 +228,22 @@ class SQLStore:
             self._postgres_writer = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1,
                                                                  "max_overflow": 0, "pool_timeout": 5})
             self._writer_loop = LoopThread("toolwire-postgres-writer")
-        watch_health(self._engine, self.health)
-        if self._postgres_writer is not None:
-            watch_health(self._postgres_writer, self.health)
-        if self._migrate:
-            await self._upgrade()
-        if self._sqlite and _SQLITE_WRITES_IN_THREAD:
-            self._write_engine = create_sqlite_writer(self.url)
-            if "poolclass" not in self._engine_options:  # an in-memory database lives in its one pooled connection
-                self._sqlite_reader = create_sqlite_reader(self.url)
+        try:
+            watch_health(self._engine, self.health)
+            if self._postgres_writer is not None:
+                watch_health(self._postgres_writer, self.health)
+            if self._migrate:
+                await self._upgrade()
+            if self._sqlite and _SQLITE_WRITES_IN_THREAD:
+                self._write_engine = create_sqlite_writer(self.url)
+                if "poolclass" not in self._engine_options:  # an in-memory database lives in its one connection
+                    self._sqlite_reader = create_sqlite_reader(self.url)
+        except BaseException:
+            # A database that cannot be reached (or migrated) leaves nothing behind: the writer's thread and the
+            # pools are closed, and `open` may be called again.
+            with anyio.CancelScope(shield=True):
+                await self.close()
+            raise
 
     @_shielded
     async def _upgrade(self) -> None:
