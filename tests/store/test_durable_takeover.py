@@ -24,7 +24,8 @@ async def test_an_expired_run_is_continued_with_its_round_then_ended_past_the_li
     await store.record_journal(run_id, calls=[step.tool_calls[0], step.tool_calls[1]],
                                results=[result("c1", {"ok": True})], step_message=step)
     await anyio.sleep(0.15)
-    taken = await store.take_over_run(run_id, owner="proc-2", lease_seconds=0.5, continue_limit=1)
+    # Long enough to be still held at the check below on a loaded machine (0.5 s was not always).
+    taken = await store.take_over_run(run_id, owner="proc-2", lease_seconds=2.0, continue_limit=1)
     assert isinstance(taken, Continued)
     assert taken.continuation == 1 and taken.steps == 1 and taken.user.id == owner_id
     assert taken.run.status == "running" and taken.run.lease_owner == "proc-2"
@@ -35,7 +36,7 @@ async def test_an_expired_run_is_continued_with_its_round_then_ended_past_the_li
     assert [r.call_id for r in round_.results] == ["c1"]
     assert round_.started == {"c2"}  # c1 finished, c3 never started
     assert await store.take_over_run(run_id, owner="proc-3", lease_seconds=30, continue_limit=1) is None  # held
-    await anyio.sleep(0.5)
+    await anyio.sleep(2.0)
     ended = await store.take_over_run(run_id, owner="proc-3", lease_seconds=30, continue_limit=1)
     assert isinstance(ended, Recovered) and ended.run.status == "interrupted"
     parts = ended.rows[0].messages[1].tool_results_parts
