@@ -363,6 +363,16 @@ class Api:
             return [event async for event in read_events(response)]
 
 
+async def first_text(api: Api, chat_id: str, text_: str) -> Event:
+    """Send `text_` and read its run's events up to the first `text_delta`, which is returned; the request is
+    then closed (the run goes on without a follower)."""
+    async with api.send(chat_id, text_) as response:
+        async for event in read_events(response):
+            if event.type == "text_delta":
+                return event
+    raise AssertionError("The run ended without streaming any text.")
+
+
 async def read_events(response: httpx.Response, heartbeats: list[float] | None = None) -> AsyncIterator[Event]:
     """The SSE events of a streaming response, as they arrive (comments are counted in `heartbeats`)."""
     event_id: str | None = None

@@ -10,7 +10,7 @@ import anyio
 import orjson
 import pytest
 
-from tests.server.support import GateServer, ServerProcess, calls, read_events, text, until
+from tests.server.support import GateServer, ServerProcess, calls, first_text, read_events, text, until
 from tests.server.test_runs import assert_valid_history
 
 pytestmark = pytest.mark.anyio
@@ -80,10 +80,7 @@ async def test_text_checkpointed_while_streaming_is_kept_when_the_run_cannot_go_
     try:
         async with server.api() as api:
             chat = await api.new_chat()
-            async with api.send(chat, "[[long]] write at length") as response:
-                async for event in read_events(response):
-                    if event.type == "text_delta":
-                        break
+            await first_text(api, chat, "[[long]] write at length")
             with anyio.fail_after(30):
                 while checkpointed() is None:  # a checkpoint is written a second into the step
                     script.release(1)
@@ -120,11 +117,7 @@ async def test_followers_that_reach_the_new_server_before_it_continues_the_run_a
     try:
         async with server.api() as api:
             chat = await api.new_chat()
-            async with api.send(chat, "[[early]] go") as response:
-                async for event in read_events(response):
-                    if event.type == "text_delta":
-                        last = str(event.id)
-                        break
+            last = str((await first_text(api, chat, "[[early]] go")).id)
             server.kill()
         server.start()  # the killed process's lease (4 s) still holds: the run is continued a few seconds later
         assert script.requests == 1

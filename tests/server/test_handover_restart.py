@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.server.support import GateServer, ServerProcess, read_events, text, until
+from tests.server.support import GateServer, ServerProcess, first_text, read_events, text, until
 from tests.server.test_runs import assert_valid_history
 
 pytestmark = pytest.mark.anyio
@@ -27,10 +27,7 @@ async def test_a_server_stopped_with_drain_handover_continues_its_run_at_its_nex
     try:
         async with server.api() as api:
             chat = await api.new_chat()
-            async with api.send(chat, "[[stop]] go") as response:
-                async for event in read_events(response):
-                    if event.type == "text_delta":
-                        break
+            await first_text(api, chat, "[[stop]] go")
         await anyio.to_thread.run_sync(server.stop)  # SIGTERM: the run is handed over, not ended
         assert server.process is not None and server.process.returncode is not None
         server.start()
