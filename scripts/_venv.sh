@@ -52,7 +52,7 @@ ensure_venv() {
     echo "== installing toolwire${extras:+ with [$extras]} into .venv (the first time takes a moment)"
     rm -f .venv/.toolwire-installed
     # uv (pinned) installs the same packages as pip, from the same index, in seconds instead of a minute and a half
-    # (a fresh .venv with [dev]: 6 s against 95 s); pip does it where uv cannot be installed or fails.
+    # (a fresh .venv with [dev]: 16 s against 95 s); pip does it where uv cannot be installed or fails.
     { { .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off --quiet "uv==$UV_VERSION" &&
         .venv/bin/uv pip install --python .venv/bin/python -e "$spec"; } ||
       .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -e "$spec"

@@ -365,22 +365,18 @@ async def _known(log: EventLog, chat_id: str, cursor: Cursor, *, wait: float) ->
     run's log past every cursor of the stopped process (`InMemoryEventLog.seed`), and from then on those cursors
     stay expired. Waiting out the rest of `wait` only delayed the 410 that sends the client to the stored rows.
     """
-    where = await log.position(chat_id, cursor)
-    if where is Position.KNOWN:
-        return True
-    if wait <= 0 or where is Position.EXPIRED:
-        return False
+    deadline = anyio.current_time() + wait
     pause = 0.02
-    with anyio.move_on_after(wait):
+    while True:
         # Polled, not `log.wait`ed: waiting positions a log's local copy at the cursor, which would then answer
         # for it before the events are really there.
-        while True:
-            await anyio.sleep(pause)
-            pause = min(0.2, pause * 2)
-            where = await log.position(chat_id, cursor)
-            if where is not Position.UNKNOWN and where is not Position.BEYOND:
-                return where is Position.KNOWN
-    return False
+        where = await log.position(chat_id, cursor)
+        if where is not Position.UNKNOWN and where is not Position.BEYOND:
+            return where is Position.KNOWN
+        if anyio.current_time() >= deadline:
+            return False
+        await anyio.sleep(min(pause, max(0.0, deadline - anyio.current_time())))
+        pause = min(0.2, pause * 2)
 
 
 async def stream(request: Request) -> Response:
@@ -406,11 +402,10 @@ async def _stream_start(server: ServerState, chat: Chat, cursor: Cursor | None) 
             return None
         await log.expect_run(chat.id, active.run_number, active.id)
         first = Cursor(active.run_number, 0)
-        if await log.position(chat.id, first) is Position.UNKNOWN:
-            # A live run this log holds nothing of yet: taken over from a stopped process a moment from now, or
-            # started on another replica a moment ago. Following from its start at once would end at once (the
-            # log has no such run), and the client would retry with growing pauses.
-            await _known(log, chat.id, first, wait=_LIVE_ATTACH_WAIT)
+        # A live run this log may hold nothing of yet (taken over from a stopped process a moment from now, or
+        # started on another replica a moment ago): following from its start at once would end at once, and the
+        # client would retry with growing pauses. Returns at once when the log holds it.
+        await _known(log, chat.id, first, wait=_LIVE_ATTACH_WAIT)
         return await renumbered_start(log, chat.id, active.run_number) or first
     expired = ApiError(410, "cursor_expired", "The events after this id are no longer kept; reload the chat's "
                                               "messages (GET /api/chats/{id}/messages), then follow from there.")
