@@ -153,14 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", action="append", default=None,
                         help="sqlite, postgres (started here) or a database URL; repeatable (both by default)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per database, each on a fresh database")
-    parser.add_argument("--sqlite-writer", choices=("thread", "aiosqlite"), default="thread",
-                        help="where SQLite's batches run: the writer's own sqlite3 connection in a worker thread "
-                             "(the default), or aiosqlite through run_sync, to compare")
     args = parser.parse_args(argv)
-    if args.sqlite_writer == "aiosqlite":
-        from toolwire.store import sql
-
-        sql._SQLITE_WRITES_IN_THREAD = False
     targets = args.db or ["sqlite", "postgres"]
     rows: list[Figures] = []
     with ExitStack() as stack, tempfile.TemporaryDirectory() as folder:

@@ -180,9 +180,9 @@ async def test_a_failing_operation_leaves_nothing_of_what_it_wrote(store: SQLSto
         return operation
 
     from toolwire.store._records import utc_now as store_now
-    from toolwire.store._writer import Writer, run_batch
+    from toolwire.store._writer import run_batch
 
-    writer = Writer(store._run_batch, store.health)
+    writer = store.writer
     results = []
     async with anyio.create_task_group() as tg:
         async def one(name: str, fail: bool) -> None:

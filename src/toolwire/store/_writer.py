@@ -2,15 +2,22 @@
 
 A write operation is a plain synchronous function of a SQLAlchemy `Connection` (it runs statements and
 returns a value). `Writer.write(operation)` queues it and returns its value once the transaction that ran it
-has committed, so an awaited write is durable when it returns, as before. There is no background task: the
-first caller that finds no batch in flight leads; it takes up to `WRITE_BATCH` queued operations, runs them
-in one transaction, commits, resolves their callers in order, and hands the lead to the oldest caller still
-waiting (so no caller leads for long). Callers that arrive meanwhile only queue: nobody waits on a lock
-across round trips, and a batch of any size costs one `BEGIN` and one `COMMIT`.
+has committed, so an awaited write is durable when it returns. The writer runs on an event loop of its own,
+in a thread (`LoopThread`): it takes up to `WRITE_BATCH` queued operations, runs them in one transaction,
+commits, and hands the batch back to the callers' loop in one callback, which resolves them in order; then it
+takes the next batch at once. Nobody waits on a lock across round trips, a batch of any size costs one
+`BEGIN` and one `COMMIT`, and the server's event loop is not in the writer's cycle at all.
 
-Where a batch runs (`Writer(run_batch)`): on SQLite in one worker-thread hop per batch, on a synchronous
-`sqlite3` connection of the writer's own (the whole transaction happens in the thread; see `sql.py`); on
-PostgreSQL on an asyncpg connection through `AsyncConnection.run_sync`, one round trip per statement.
+Why a thread of its own. The writer used to run on the server's event loop, led by the first caller that
+found no batch in flight: each batch cost that loop two turns (the batch's result, then waking the next
+leader). With 1,000 chats streaming a turn takes tens of milliseconds, so the writer committed fewer
+operations a second than the chats queued (about 630 were waiting in a snapshot of such a run) while its
+worker thread idled at a tenth of a core. Now each batch's cost is its statements and the GIL only.
+
+Where a batch runs (`Writer(run)`, a coroutine function run on the writer's loop): on SQLite the whole
+transaction on a synchronous `sqlite3` connection of the writer's own (blocking its loop, which does nothing
+else); on PostgreSQL on an asyncpg connection made on that loop, through `AsyncConnection.run_sync`, one
+round trip per statement.
 
 Failures. An operation that raises (a refusal such as `RunConflict`, a constraint) fails alone: the
 transaction is rolled back and the batch is run again without it, so the others commit and it gets its own
@@ -22,13 +29,14 @@ its callers gets its own `StoreUnavailable` and retries as it would have (the ru
 `server/runner.py`).
 
 Cancellation. A caller is shielded while its operation is queued or running: it is written (or refused)
-whatever happens to the caller, and the caller's cancellation takes effect once it returns, as every store
-call behaved before. So a cancelled caller never leaves a batch half-resolved or the lead with nobody.
+whatever happens to the caller, and the caller's cancellation takes effect once it returns. Closing the
+writer commits what is queued first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -56,10 +64,13 @@ keep it to a few ms while a turn boundary of hundreds of chats still commits in 
 class Operation(Generic[_T]):
     """One queued write: its function, then its value or its error once its batch is over."""
 
-    __slots__ = ("after_commit", "error", "finished", "function", "rerun", "value", "woken")
+    __slots__ = ("after_commit", "error", "finished", "function", "loop", "rerun", "value", "woken")
 
-    def __init__(self, function: Callable[[Connection], _T], after_commit: Callable[[_T], None] | None) -> None:
+    def __init__(self, function: Callable[[Connection], _T], after_commit: Callable[[_T], None] | None,
+                 loop: asyncio.AbstractEventLoop) -> None:
         self.function = function
+        self.loop = loop
+        """The caller's event loop, where the batch's outcome is handed back."""
         self.after_commit = after_commit
         self.value: Any = None
         self.error: BaseException | None = None
@@ -141,24 +152,31 @@ def deadlocked(error: BaseException) -> bool:
 
 
 class Writer:
-    """The store's one writer (see the module docstring).
+    """The store's one writer (see the module docstring). `start()` starts its thread, `close()` stops it.
 
     Args:
-        run: runs a batch (`run_batch` on a connection of the writer's, however it reaches one) and returns
+        run: runs a batch (`run_batch` on a connection of the writer's) on the writer's own loop and returns
             when it committed, or raises.
         health: told of outages and of the first success after one (`/readyz`).
         batch_size: the most operations in one transaction (`WRITE_BATCH`).
+        name: the thread's name.
     """
 
     def __init__(self, run: Callable[[Sequence[Operation[Any]]], Awaitable[None]], health: StoreHealth, *,
-                 batch_size: int = WRITE_BATCH) -> None:
+                 batch_size: int = WRITE_BATCH, name: str = "toolwire-writer") -> None:
         if batch_size < 1:
             raise ValueError("A write batch holds at least one operation.")
         self._run = run
         self._health = health
         self.batch_size = batch_size
-        self._queue: deque[Operation[Any]] = deque()
-        self._leading = False
+        self.name = name
+        self._queue: deque[Operation[Any]] = deque()  # appended by the callers' loop, taken by the writer's
+        self._thread: LoopThread | None = None
+        self._driver: concurrent.futures.Future[None] | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._idle = False
+        """The driver waits for `_wakeup`: the next write must set it (a flag, so a busy writer costs no wake-up)."""
+        self._closing = False
         self.batches = 0
         """Batches run (committed or failed) since the store opened: with `operations`, how well writes group."""
         self.operations = 0
@@ -170,34 +188,91 @@ class Writer:
         """Operations queued and not yet taken into a batch."""
         return len(self._queue)
 
+    @property
+    def thread(self) -> LoopThread:
+        """The writer's thread and loop (the PostgreSQL writer's engine is made and disposed of there)."""
+        if self._thread is None:
+            raise RuntimeError("The store's writer is not running: open the store first.")
+        return self._thread
+
+    def start(self) -> None:
+        """Start the writer's thread and its loop's driver (once)."""
+        if self._thread is not None:
+            return
+        self._closing = False
+        self._thread = LoopThread(self.name)
+        self._wakeup = asyncio.Event()
+        self._driver = asyncio.run_coroutine_threadsafe(self._drive(), self._thread.loop)
+
+    async def close(self, *, last: Callable[[], Coroutine[Any, Any, None]] | None = None) -> None:
+        """Commit what is queued, run `last()` on the writer's loop (its engines are disposed of there), then stop
+        the thread. Writes after this raise."""
+        thread, driver = self._thread, self._driver
+        if thread is None or driver is None:
+            return
+        self._closing = True
+        self._signal()
+        with anyio.CancelScope(shield=True):
+            try:
+                await asyncio.wrap_future(driver)
+            except Exception:
+                logger.exception("The store's writer failed")
+            try:
+                if last is not None:
+                    await thread.run(last())
+            finally:
+                self._thread = self._driver = None
+                thread.stop()
+
     async def write(self, function: Callable[[Connection], _T], *,
                     after_commit: Callable[[_T], None] | None = None, urgent: bool = False) -> _T:
         """Run `function` in the next batch; its value once committed, or its own exception.
 
-        `after_commit(value)` runs right after the commit, before any later batch, in the batch's order (the
-        store's caches are updated there, so they never go back in time). An `urgent` operation goes to the head
-        of the queue: it waits for the batch in flight, never behind the others queued (lease renewals: a busy
-        writer must not let the leases of live runs expire)."""
-        operation = Operation(function, after_commit)
+        `after_commit(value)` runs on the caller's loop right after the commit, in the batch's order and before
+        the next batch's (the store's caches are updated there, so they never go back in time). An `urgent`
+        operation goes to the head of the queue: it waits for the batch in flight, never behind the others
+        queued (lease renewals: a busy writer must not let the leases of live runs expire)."""
+        if self._thread is None or self._closing:
+            raise RuntimeError("The store's writer is not running: open the store first.")
+        operation = Operation(function, after_commit, asyncio.get_running_loop())
         if urgent:
             self._queue.appendleft(operation)
         else:
             self._queue.append(operation)
+        self._signal()
         with anyio.CancelScope(shield=True):
-            if self._leading:
-                await operation.woken.wait()  # resolved, or handed the lead
-            else:
-                self._leading = True
-            if not operation.finished:
-                try:
-                    while not operation.finished:
-                        await self._next_batch()
-                finally:
-                    if self._queue:
-                        self._queue[0].woken.set()  # the oldest waiter leads next; `_leading` stays set
-                    else:
-                        self._leading = False
+            await operation.woken.wait()
         return operation.outcome()
+
+    def _signal(self) -> None:
+        if self._idle and self._thread is not None and self._wakeup is not None:
+            self._idle = False
+            self._thread.loop.call_soon_threadsafe(self._wakeup.set)
+
+    async def _drive(self) -> None:
+        """The writer's loop: a batch as soon as there is one queued, until closed with nothing queued."""
+        assert self._wakeup is not None
+        try:
+            while True:
+                if self._queue:
+                    await self._next_batch()
+                    continue
+                if self._closing:
+                    return
+                # Idle first, then look again: a write that queued after the look above sees `_idle` and signals.
+                self._idle = True
+                if not self._queue and not self._closing:
+                    await self._wakeup.wait()
+                self._wakeup.clear()
+                self._idle = False
+        finally:
+            # Only if the driver itself was stopped (its loop's task cancelled): nobody may wait forever.
+            self._closing = True
+            left = [self._queue.popleft() for _ in range(len(self._queue))]
+            for loop in {operation.loop for operation in left}:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self._finish, [op for op in left if op.loop is loop],
+                                              RuntimeError("The store's writer stopped before this write ran."))
 
     async def _next_batch(self) -> None:
         count = min(self.batch_size, len(self._queue))
@@ -208,33 +283,39 @@ class Writer:
         self.batches += 1
         self.operations += count
         self.largest = max(self.largest, count)
+        failure: BaseException | None = None
         try:
             await self._run(batch)
         except BaseException as exc:
-            outage = isinstance(exc, Exception) and unavailable(exc)
+            failure = exc
+        if failure is None:
+            again = [operation for operation in batch if operation.rerun]
+            if again:
+                batch = [operation for operation in batch if not operation.rerun]
+                for operation in again:
+                    operation.rerun, operation.error, operation.value = False, None, None
+                self._queue.extendleft(reversed(again))
+        for loop in {operation.loop for operation in batch}:
+            mine = [operation for operation in batch if operation.loop is loop]
+            with contextlib.suppress(RuntimeError):  # a caller's loop already closed: nobody is waiting there
+                loop.call_soon_threadsafe(self._finish, mine, failure)
+        if failure is not None and not isinstance(failure, Exception):
+            raise failure
+
+    def _finish(self, batch: Sequence[Operation[Any]], failure: BaseException | None) -> None:
+        """On the callers' loop: tell the health, update the caches, wake the callers (in the batch's order)."""
+        if failure is None:
+            if self._health.write_error is not None:
+                self._health.succeeded(write=True)
+        else:
+            outage = isinstance(failure, Exception) and unavailable(failure)
             if outage:
-                self._health.failed(exc, write=True)
+                self._health.failed(failure, write=True)
             for operation in batch:
                 if operation.error is None or outage:
-                    operation.error = _batch_error(exc) if isinstance(exc, Exception) else exc
-            self._resolve(batch, committed=False)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        if self._health.write_error is not None:
-            self._health.succeeded(write=True)
-        again = [operation for operation in batch if operation.rerun]
-        if again:
-            batch = [operation for operation in batch if not operation.rerun]
-            for operation in again:
-                operation.rerun, operation.error, operation.value = False, None, None
-            self._queue.extendleft(reversed(again))
-        self._resolve(batch, committed=True)
-
-    @staticmethod
-    def _resolve(batch: Sequence[Operation[Any]], *, committed: bool) -> None:
+                    operation.error = _batch_error(failure) if isinstance(failure, Exception) else failure
         for operation in batch:
-            if committed and operation.error is None and operation.after_commit is not None:
+            if failure is None and operation.error is None and operation.after_commit is not None:
                 try:
                     operation.after_commit(operation.value)
                 except Exception:  # the write is committed whatever a cache update does; a bug to log, not to raise
@@ -263,14 +344,7 @@ def _batch_error(error: Exception) -> Exception:
 
 
 class LoopThread:
-    """An asyncio event loop of its own, in a thread: where the PostgreSQL writer's connection lives.
-
-    A batch on PostgreSQL is one round trip per statement, and on the server's event loop each round trip
-    waited for a turn of that loop. With 1,000 chats streaming, a turn took tens of milliseconds, a batch of 64
-    operations (~200 statements) took seconds, and writes queued faster than they committed: at 1,000 chats
-    (bench/side_by_side) no chat finished. On a loop of its own the writer's statements wait only for the
-    database (and for the GIL, which the server's loop gives up at every system call).
-    """
+    """An asyncio event loop of its own, in a thread: where the writer runs (see the module docstring)."""
 
     def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()

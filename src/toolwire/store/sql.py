@@ -94,7 +94,7 @@ from ._records import (
 from ._recovery import rows_for
 from ._schema import api_tokens, approvals, chats, messages, runs, users
 from ._search import search_chats
-from ._writer import WRITE_BATCH, LoopThread, Operation, Writer, run_batch
+from ._writer import WRITE_BATCH, Operation, Writer, run_batch
 from ._writes import (
     DEFAULT_USER,
     Earlier,
@@ -111,11 +111,6 @@ __all__ = ["DEFAULT_USER", "SQLStore", "hash_token"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-
-_SQLITE_WRITES_IN_THREAD = True
-"""SQLite batches run on the writer's own `sqlite3` connection in a worker thread (one hop per batch); `False`
-runs them through aiosqlite with `run_sync` (a hop per statement), kept for `bench/store_writes.py` to compare."""
-
 
 def hash_token(token: str) -> str:
     """What is stored for an API token: its SHA-256 (tokens are long random strings, so no salt is needed)."""
@@ -163,8 +158,7 @@ class SQLStore:
         self._engine_options = dict(engine_options or {})
         self._engine: AsyncEngine | None = None
         self._postgres_writer: AsyncEngine | None = None
-        self._writer_loop: LoopThread | None = None
-        """The PostgreSQL writer's own event loop (`LoopThread`): its connection is made and used there only."""
+        """The PostgreSQL writer's engine: its connection is made and used on the writer's own loop only."""
         self._read_engine: AsyncEngine | None = None
         self._write_engine: Engine | None = None
         self._sqlite_reader: Engine | None = None
@@ -172,9 +166,9 @@ class SQLStore:
         self._writes = Writes(self.dialect)
         self.health = StoreHealth()
         """The database's last outage, as this store met it (see `StoreHealth`)."""
-        self.writer = Writer(self._run_batch, self.health, batch_size=write_batch)
+        self.writer = Writer(self._run_batch, self.health, batch_size=write_batch,
+                             name=f"toolwire-{'sqlite' if self._sqlite else 'postgres'}-writer")
         """The store's one writer (group commit, see `_writer.py`); `writer.batches` counts its transactions."""
-        self._thread_limiter = anyio.CapacityLimiter(1)
         self._read_limiter = anyio.CapacityLimiter(SQLITE_READERS)
         self._tokens: Lookups[str, User] = Lookups(lookup_seconds)
         self._chats: Lookups[str, Chat] = Lookups(lookup_seconds)
@@ -196,8 +190,7 @@ class SQLStore:
     @property
     def write_engine(self) -> Engine:
         """The engine the writer commits through (a listener on it sees every write transaction): on SQLite the
-        writer's own synchronous engine, on PostgreSQL the writer's own connection (the pool's with a `poolclass`
-        of the caller's)."""
+        writer's own synchronous engine, on PostgreSQL the writer's own connection."""
         if self._write_engine is not None:
             return self._write_engine
         if self._postgres_writer is not None:
@@ -221,20 +214,22 @@ class SQLStore:
         self._engine = create_engine_for(self.url, **self._engine_options)
         if not self._sqlite:  # the same pool, its connections in autocommit while they are lent out
             self._read_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
-        if not self._sqlite and "poolclass" not in self._engine_options:
+        if not self._sqlite:
             # The writer's own connection (it runs one batch at a time): when requests hold every pooled
             # connection, no write waits for one, and no lease renewal (a write like the others, see
-            # `renew_leases`) either, which could let leases expire under runs still alive.
-            self._postgres_writer = create_engine_for(self.url, **{**self._engine_options, "pool_size": 1,
-                                                                 "max_overflow": 0, "pool_timeout": 5})
-            self._writer_loop = LoopThread("toolwire-postgres-writer")
+            # `renew_leases`) either, which could let leases expire under runs still alive. A pool class of the
+            # caller's is kept as it is (its own size options may not apply to it).
+            own_pool = {} if "poolclass" in self._engine_options else {"pool_size": 1, "max_overflow": 0,
+                                                                       "pool_timeout": 5}
+            self._postgres_writer = create_engine_for(self.url, **{**self._engine_options, **own_pool})
+        self.writer.start()
         try:
             watch_health(self._engine, self.health)
             if self._postgres_writer is not None:
                 watch_health(self._postgres_writer, self.health)
             if self._migrate:
                 await self._upgrade()
-            if self._sqlite and _SQLITE_WRITES_IN_THREAD:
+            if self._sqlite:
                 self._write_engine = create_sqlite_writer(self.url)
                 if "poolclass" not in self._engine_options:  # an in-memory database lives in its one connection
                     self._sqlite_reader = create_sqlite_reader(self.url)
@@ -263,16 +258,15 @@ class SQLStore:
             await engine.dispose()
 
     async def close(self) -> None:
-        if self._postgres_writer is not None and self._writer_loop is not None:  # made together in `open`
-            postgres_writer, writer_loop = self._postgres_writer, self._writer_loop
-            self._postgres_writer = self._writer_loop = None
-            try:
-                await writer_loop.run(postgres_writer.dispose())
-            finally:
-                writer_loop.stop()
-        if self._write_engine is not None:
-            write_engine, self._write_engine = self._write_engine, None
-            await anyio.to_thread.run_sync(write_engine.dispose, limiter=self._thread_limiter)
+        async def dispose_on_writer_loop() -> None:  # after the writes queued were committed
+            postgres_writer, write_engine = self._postgres_writer, self._write_engine
+            self._postgres_writer = self._write_engine = None
+            if postgres_writer is not None:
+                await postgres_writer.dispose()
+            if write_engine is not None:
+                write_engine.dispose()
+
+        await self.writer.close(last=dispose_on_writer_loop)  # what is queued is committed first
         if self._sqlite_reader is not None:
             reader, self._sqlite_reader = self._sqlite_reader, None
             await anyio.to_thread.run_sync(reader.dispose, limiter=self._read_limiter)
@@ -306,25 +300,15 @@ class SQLStore:
         return await self.writer.write(operation, after_commit=after_commit, urgent=urgent)
 
     async def _run_batch(self, batch: Sequence[Operation[Any]]) -> None:
-        engine = self._write_engine
-        if engine is not None:  # SQLite: the whole transaction in one hop to a worker thread
-            def in_thread() -> None:
-                with engine.connect() as conn:
-                    run_batch(conn, batch)
-
-            await anyio.to_thread.run_sync(in_thread, limiter=self._thread_limiter)
+        """On the writer's own loop (see `_writer.py`): SQLite's whole transaction on the writer's `sqlite3`
+        connection, PostgreSQL's through the writer's asyncpg connection."""
+        if self._write_engine is not None:
+            with self._write_engine.connect() as conn:
+                run_batch(conn, batch)
             return
-        postgres_writer, writer_loop = self._postgres_writer, self._writer_loop
-        if postgres_writer is not None and writer_loop is not None:  # PostgreSQL: on the writer's own loop
-            async def on_writer_loop() -> None:
-                async with postgres_writer.connect() as conn:
-                    await conn.run_sync(run_batch, batch)
-
-            await writer_loop.run(on_writer_loop())
-            return
-        async with self.engine.connect() as conn:
-            if self._sqlite:
-                conn = await conn.execution_options(**{WRITE_OPTION: True})
+        if self._postgres_writer is None:
+            raise RuntimeError("The store is not open: use `async with SQLStore(...)` or await store.open().")
+        async with self._postgres_writer.connect() as conn:
             await conn.run_sync(run_batch, batch)
 
     @asynccontextmanager
