@@ -31,10 +31,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, cast, get_origin, get_type_hints, overload
 
-import anyio.to_thread
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypeVar
 
+from ._threads import run_in_thread
 from .events import Usage
 from .exceptions import ToolError, UserError
 from .messages import FilePart, Message, ToolCallPart
@@ -301,7 +301,7 @@ class Tool(Generic[P, R]):
         if self._is_async:
             return await cast(Callable[..., Awaitable[Any]], self.function)(*args, **kwargs)
         call = functools.partial(self.function, *args, **kwargs)
-        result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        result = await run_in_thread(call)
         if inspect.isawaitable(result):
             return await result
         return result

@@ -168,6 +168,38 @@ async def test_sync_tools_run_in_a_worker_thread() -> None:
 
 
 @pytest.mark.anyio
+async def test_sync_tools_see_the_callers_context_and_free_their_thread_while_the_loop_is_busy() -> None:
+    # Through `anyio.to_thread` a call's thread token went back only when its task ran again: with the event loop
+    # busy, 40 quick calls took every token for a turn of the loop each, and the next ones waited for it.
+    import contextvars
+    import time
+
+    request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+    finished_at: list[float] = []
+
+    @tool
+    def quick(n: int) -> str:
+        finished_at.append(time.monotonic())
+        return f"{request_id.get()}:{n}"
+
+    request_id.set("abc")
+    async with anyio.create_task_group() as tg:
+        results: list[str] = []
+
+        async def call(n: int) -> None:
+            results.append(await quick.run({"n": n}))
+
+        for n in range(120):  # three times the pool's threads
+            tg.start_soon(call, n)
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+        started = time.monotonic()
+        time.sleep(0.3)  # the loop is busy: no task runs, but the threads go on with the queued calls
+    assert sorted(results) == sorted(f"abc:{n}" for n in range(120))
+    assert sum(at < started + 0.3 for at in finished_at) == 120
+
+
+@pytest.mark.anyio
 async def test_positional_only_parameters_are_passed_positionally() -> None:
     @tool
     def power(base: int, /, exponent: int = 2) -> int:

@@ -38,3 +38,38 @@ async def test_reads_do_not_wait_for_the_pool_or_fail_on_its_timeout(tmp_path: P
             for _ in range(20):
                 tg.start_soon(read)
         assert found == [1] * 20
+
+
+async def test_reader_threads_go_on_with_queued_reads_while_the_event_loop_is_busy(tmp_path: Path) -> None:
+    # Through `anyio.to_thread` under a limiter of four, a read's token went back only when its task ran again: with
+    # the server's loop busy (1,000 chats streaming), run starts queued by the hundreds for reads that took
+    # microseconds. The reader threads now take the next read as soon as they are done.
+    import time
+
+    from sqlalchemy import event
+
+    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}", lookup_seconds=0)
+    async with store:
+        user = await store.ensure_user("alice")
+        await store.add_token(user.id, "token-a")
+        executed: list[float] = []
+
+        def on_statement(*_args: object) -> None:
+            executed.append(time.monotonic())
+
+        reader = store.read_engines[-1]
+        event.listen(reader, "before_cursor_execute", on_statement)
+        found: list[str] = []
+
+        async def read() -> None:
+            found.append((await store.user_for_token("token-a")).name)  # type: ignore[union-attr]
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(40):  # ten per reader thread
+                tg.start_soon(read)
+            await anyio.sleep(0)
+            await anyio.sleep(0)
+            busy_from = time.monotonic()
+            time.sleep(0.3)  # the loop runs nothing meanwhile
+        assert found == ["alice"] * 40
+        assert sum(busy_from <= at < busy_from + 0.3 for at in executed) >= 36, executed

@@ -25,10 +25,12 @@ a request answers 503 at once, and a run retries its own writes (`server/runner.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
 from types import TracebackType
@@ -169,7 +171,12 @@ class SQLStore:
         self.writer = Writer(self._run_batch, self.health, batch_size=write_batch,
                              name=f"toolwire-{'sqlite' if self._sqlite else 'postgres'}-writer")
         """The store's one writer (group commit, see `_writer.py`); `writer.batches` counts its transactions."""
-        self._read_limiter = anyio.CapacityLimiter(SQLITE_READERS)
+        self._read_threads: ThreadPoolExecutor | None = None
+        """SQLite's reader threads, one per reader connection. A read is handed to the first thread free, which
+        takes the next as soon as it is done: unlike `anyio.to_thread` under a limiter, whose token is given back
+        only when the caller's task runs again, a busy server loop does not leave the threads idle (with 1,000
+        chats streaming, 557 run starts were queued for the four tokens, each read holding one for a loop turn
+        of tens of milliseconds)."""
         self._tokens: Lookups[str, User] = Lookups(lookup_seconds)
         self._chats: Lookups[str, Chat] = Lookups(lookup_seconds)
 
@@ -233,6 +240,7 @@ class SQLStore:
                 self._write_engine = create_sqlite_writer(self.url)
                 if "poolclass" not in self._engine_options:  # an in-memory database lives in its one connection
                     self._sqlite_reader = create_sqlite_reader(self.url)
+                    self._read_threads = ThreadPoolExecutor(SQLITE_READERS, thread_name_prefix="toolwire-sqlite-reader")
         except BaseException:
             # A database that cannot be reached (or migrated) leaves nothing behind: the writer's thread and the
             # pools are closed, and `open` may be called again.
@@ -267,9 +275,15 @@ class SQLStore:
                 write_engine.dispose()
 
         await self.writer.close(last=dispose_on_writer_loop)  # what is queued is committed first
-        if self._sqlite_reader is not None:
-            reader, self._sqlite_reader = self._sqlite_reader, None
-            await anyio.to_thread.run_sync(reader.dispose, limiter=self._read_limiter)
+        if self._sqlite_reader is not None and self._read_threads is not None:
+            reader, threads = self._sqlite_reader, self._read_threads
+            self._sqlite_reader = self._read_threads = None
+
+            def finish_reads() -> None:
+                threads.shutdown(wait=True)  # the reads in flight end first
+                reader.dispose()
+
+            await anyio.to_thread.run_sync(finish_reads)
         self._read_engine = None
         if self._engine is not None:
             engine, self._engine = self._engine, None
@@ -342,7 +356,14 @@ class SQLStore:
             with reader.connect() as conn:
                 return conn.execute(query, params).all()
 
-        return await anyio.to_thread.run_sync(in_thread, limiter=self._read_limiter)
+        return await self._in_reader_thread(in_thread)
+
+    async def _in_reader_thread(self, function: Callable[[], _T]) -> _T:
+        threads = self._read_threads
+        if threads is None:
+            raise RuntimeError("The store is not open: use `async with SQLStore(...)` or await store.open().")
+        # A cancelled caller leaves a read that has started to finish in its thread (it only reads).
+        return await asyncio.wrap_future(threads.submit(function))
 
     async def _read_many(self, read: Callable[..., _T], *args: Any, snapshot: bool = True) -> _T:
         """`read(conn, *args)`, a read of several statements: on SQLite in one worker-thread hop on a reader
@@ -366,7 +387,7 @@ class SQLStore:
                 with conn.execution_options(**{SINGLE_READ_OPTION: False}).begin():
                     return read(conn, *args)
 
-        return await anyio.to_thread.run_sync(in_thread, limiter=self._read_limiter)
+        return await self._in_reader_thread(in_thread)
 
     # -- users and tokens --------------------------------------------------------------------
 
