@@ -103,6 +103,30 @@ async def test_a_batch_holds_at_most_write_batch_operations(db_url: str) -> None
         assert len(await store.list_chats(user.id)) == 40
 
 
+async def test_batches_follow_each_other_while_the_event_loop_is_busy(db_url: str) -> None:
+    # Led from the server's loop, each batch cost that loop two turns (its result, then waking the next leader):
+    # with 1,000 chats streaming, writes queued faster than they committed. The writer's own thread goes from one
+    # batch to the next by itself.
+    async with SQLStore(db_url, write_batch=8) as store:
+        user = await store.ensure_user("alice")
+        committed_at: list[float] = []
+
+        def on_commit(_conn: Any) -> None:
+            committed_at.append(time.monotonic())
+
+        event.listen(write_engine(store), "commit", on_commit)
+        async with anyio.create_task_group() as tg:
+            for index in range(40):
+                tg.start_soon(store.create_chat, user.id, f"chat {index}")
+            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
+            busy_from = time.monotonic()
+            time.sleep(0.5)  # the loop runs nothing meanwhile
+        event.remove(write_engine(store), "commit", on_commit)
+        assert sum(busy_from <= at < busy_from + 0.5 for at in committed_at) >= 5, committed_at  # 40 in batches of 8
+        assert len(await store.list_chats(user.id)) == 40
+
+
 async def test_an_operation_that_fails_in_a_batch_fails_alone(store: SQLStore) -> None:
     user = await store.ensure_user("alice")
     busy = await store.create_chat(user.id, "busy")
