@@ -243,15 +243,19 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _pool_options(args: argparse.Namespace) -> dict[str, Any]:
-    """`--db-pool-size` as engine options: the burst overflow is as large as the pool (PostgreSQL only; SQLite
-    writers queue on one lock whatever the pool)."""
+    """`--db-pool-size N` as engine options (PostgreSQL only; SQLite writers queue on one lock whatever the pool):
+    N connections, and N more in a burst, of which the hot reads' own pool takes half (`store/_reads.py`) and the
+    main pool's burst overflow the rest."""
     if args.db_pool_size is None:
         return {}
     from ..store._engine import normalize_url
 
     if normalize_url(args.db).get_backend_name() != "postgresql":
         raise UserError("--db-pool-size sizes the PostgreSQL connection pool; drop it with a SQLite database.")
-    return {"pool_size": args.db_pool_size, "max_overflow": args.db_pool_size}
+    from ..store._reads import read_pool_size
+
+    size = args.db_pool_size
+    return {"pool_size": size, "max_overflow": max(0, size - read_pool_size({"pool_size": size}))}
 
 
 def _check_options(args: argparse.Namespace) -> None:

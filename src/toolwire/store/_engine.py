@@ -43,13 +43,14 @@ SINGLE_READ_OPTION = "toolwire_single_read"
 """Execution option marking a connection lent for one SELECT: SQLite then sends no `BEGIN` (the statement is
 its own transaction, one snapshot anyway), which spares a round trip to aiosqlite's thread per lookup."""
 
-POSTGRES_POOL: dict[str, Any] = {"pool_size": 20, "max_overflow": 20, "pool_pre_ping": False, "pool_recycle": 1800,
+POSTGRES_POOL: dict[str, Any] = {"pool_size": 20, "max_overflow": 10, "pool_pre_ping": False, "pool_recycle": 1800,
                                  "pool_timeout": 30, "connect_args": {"timeout": 5, "command_timeout": 15}}
 """The PostgreSQL connection pool of one process (`SQLStore(engine_options=...)` overrides any of it).
 
-Twenty connections, and twenty more while a burst lasts: a run holds one only for the moment of a
-transaction, so this serves several hundred concurrent runs; PostgreSQL's default `max_connections`
-(100) then takes two replicas (`toolwire serve --db-pool-size` sets `pool_size`, the overflow follows).
+Twenty connections, and ten more while a burst lasts, plus the ten of the hot reads' own pool (`_reads.py`,
+half the pool size): a run holds one only for the moment of a transaction, so this serves several hundred
+concurrent runs; PostgreSQL's default `max_connections` (100) then takes two replicas (`toolwire serve
+--db-pool-size` sets `pool_size`, the rest follows).
 No ping before each checkout: under load that round trip was paid by every transaction, while a
 connection the server dropped fails the one transaction that meets it, and SQLAlchemy then discards the
 pool's connections and opens new ones (and, after a failure, `watch_health` pings each connection it lends

@@ -25,12 +25,10 @@ a request answers 503 at once, and a run retries its own writes (`server/runner.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
 from types import TracebackType
@@ -45,12 +43,10 @@ from ..messages import Message, ToolCallPart, ToolResultPart
 from . import _tree as tree
 from ._engine import (
     SINGLE_READ_OPTION,
-    SQLITE_READERS,
     WRITE_OPTION,
     StoreHealth,
     StoreUnavailable,
     create_engine_for,
-    create_sqlite_reader,
     create_sqlite_writer,
     describe_outage,
     normalize_url,
@@ -74,6 +70,7 @@ from ._queue import (
     queued_runs,
     waiting_chats_query,
 )
+from ._reads import Reads
 from ._records import (
     Approval,
     Chat,
@@ -163,7 +160,6 @@ class SQLStore:
         """The PostgreSQL writer's engine: its connection is made and used on the writer's own loop only."""
         self._read_engine: AsyncEngine | None = None
         self._write_engine: Engine | None = None
-        self._sqlite_reader: Engine | None = None
         self._sqlite = self.url.get_backend_name() == "sqlite"
         self._writes = Writes(self.dialect)
         self.health = StoreHealth()
@@ -171,12 +167,8 @@ class SQLStore:
         self.writer = Writer(self._run_batch, self.health, batch_size=write_batch,
                              name=f"toolwire-{'sqlite' if self._sqlite else 'postgres'}-writer")
         """The store's one writer (group commit, see `_writer.py`); `writer.batches` counts its transactions."""
-        self._read_threads: ThreadPoolExecutor | None = None
-        """SQLite's reader threads, one per reader connection. A read is handed to the first thread free, which
-        takes the next as soon as it is done: unlike `anyio.to_thread` under a limiter, whose token is given back
-        only when the caller's task runs again, a busy server loop does not leave the threads idle (with 1,000
-        chats streaming, 557 run starts were queued for the four tokens, each read holding one for a loop turn
-        of tens of milliseconds)."""
+        self._reads = Reads(self.url, self._engine_options, self.health)
+        """Where the reads every chat makes run (`_reads.py`)."""
         self._tokens: Lookups[str, User] = Lookups(lookup_seconds)
         self._chats: Lookups[str, Chat] = Lookups(lookup_seconds)
 
@@ -206,12 +198,9 @@ class SQLStore:
 
     @property
     def read_engines(self) -> list[Engine]:
-        """The engines reads go through (a listener on each sees every read): the pool's, and on SQLite the
-        one-statement reads' own (`create_sqlite_reader`)."""
-        engines = [self.engine.sync_engine]
-        if self._sqlite_reader is not None:
-            engines.append(self._sqlite_reader)
-        return engines
+        """The engines reads go through (a listener on each sees every read): the pool's, and the hot reads' own
+        (`_reads.py`)."""
+        return [self.engine.sync_engine, *self._reads.engines]
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -238,9 +227,7 @@ class SQLStore:
                 await self._upgrade()
             if self._sqlite:
                 self._write_engine = create_sqlite_writer(self.url)
-                if "poolclass" not in self._engine_options:  # an in-memory database lives in its one connection
-                    self._sqlite_reader = create_sqlite_reader(self.url)
-                    self._read_threads = ThreadPoolExecutor(SQLITE_READERS, thread_name_prefix="toolwire-sqlite-reader")
+            self._reads.open(self._engine)
         except BaseException:
             # A database that cannot be reached (or migrated) leaves nothing behind: the writer's thread and the
             # pools are closed, and `open` may be called again.
@@ -275,15 +262,7 @@ class SQLStore:
                 write_engine.dispose()
 
         await self.writer.close(last=dispose_on_writer_loop)  # what is queued is committed first
-        if self._sqlite_reader is not None and self._read_threads is not None:
-            reader, threads = self._sqlite_reader, self._read_threads
-            self._sqlite_reader = self._read_threads = None
-
-            def finish_reads() -> None:
-                threads.shutdown(wait=True)  # the reads in flight end first
-                reader.dispose()
-
-            await anyio.to_thread.run_sync(finish_reads)
+        await self._reads.close()
         self._read_engine = None
         if self._engine is not None:
             engine, self._engine = self._engine, None
@@ -345,49 +324,13 @@ class SQLStore:
                 yield conn
 
     async def _select(self, query: Any, params: Mapping[str, Any] | None = None) -> Sequence[Row[Any]]:
-        """The rows of one SELECT: on SQLite in one worker-thread hop (`create_sqlite_reader`), elsewhere on a
-        `_read_one` connection. For the reads every chat makes; their rows are converted by the caller."""
-        reader = self._sqlite_reader
-        if reader is None:
-            async with self._read_one() as conn:
-                return (await conn.execute(query, params)).all()
-
-        def in_thread() -> Sequence[Row[Any]]:
-            with reader.connect() as conn:
-                return conn.execute(query, params).all()
-
-        return await self._in_reader_thread(in_thread)
-
-    async def _in_reader_thread(self, function: Callable[[], _T]) -> _T:
-        threads = self._read_threads
-        if threads is None:
-            raise RuntimeError("The store is not open: use `async with SQLStore(...)` or await store.open().")
-        # A cancelled caller leaves a read that has started to finish in its thread (it only reads).
-        return await asyncio.wrap_future(threads.submit(function))
+        """The rows of one SELECT, off the server's loop (`_reads.py`). For the reads every chat makes; their
+        rows are converted by the caller."""
+        return await self._reads.select(query, params)
 
     async def _read_many(self, read: Callable[..., _T], *args: Any, snapshot: bool = True) -> _T:
-        """`read(conn, *args)`, a read of several statements: on SQLite in one worker-thread hop on a reader
-        connection (through aiosqlite every statement, fetch, `BEGIN` and rollback was a hop of its own, and those
-        hops were most of a run start's store CPU), elsewhere on a pooled connection. With `snapshot` the statements
-        share one transaction; without, each is its own (PostgreSQL then spares the `BEGIN` and `ROLLBACK` round
-        trips), for reads whose statements cannot disagree (rows they read are never rewritten)."""
-        reader = self._sqlite_reader
-        if reader is None:
-            if not snapshot and self._read_engine is not None:
-                async with self._read_engine.connect() as conn:
-                    return await conn.run_sync(read, *args)
-            async with self._read() as conn:
-                return await conn.run_sync(read, *args)
-
-        def in_thread() -> _T:
-            with reader.connect() as conn:
-                if not snapshot:
-                    return read(conn, *args)
-                # The reader's connections skip `BEGIN` (one statement is its own snapshot); several need one.
-                with conn.execution_options(**{SINGLE_READ_OPTION: False}).begin():
-                    return read(conn, *args)
-
-        return await self._in_reader_thread(in_thread)
+        """`read(conn, *args)`, a read of several statements, off the server's loop (`Reads.many`)."""
+        return await self._reads.many(read, *args, snapshot=snapshot)
 
     # -- users and tokens --------------------------------------------------------------------
 
