@@ -38,10 +38,13 @@ if TYPE_CHECKING:
 
 __all__ = ["ServeModel", "automatic_models", "command_line_models", "file_models", "open_models"]
 
-_MODEL_CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+_MODEL_CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connections=2048)
 """Every run streams from the model on a connection of its own, and the server runs many at once: httpx's
 default cap (100 connections) would make the 101st run wait for a free one. The runs themselves are the
-bound (`--runs-per-minute` per user)."""
+bound (`--runs-per-minute` per user). Kept alive: as many as a busy server streams at once, since every
+tool round's next request wants one back at the same moment. With 256, a turn boundary of 1,000 chats
+(`bench/side_by_side`) had about 500 requests opening new connections at once (each a TLS handshake against
+a real provider); idle ones still close after httpx's 5 s."""
 
 FAKE_MODEL = "fake"
 """The offline model's name (as `_offline.FAKE_MODEL`, which is imported only when it is served: it brings the fake
