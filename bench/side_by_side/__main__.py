@@ -122,6 +122,9 @@ class Outcome:
     lost: int = 0
     deltas: int = 0
     latencies: array[float] = field(default_factory=lambda: array("d"))
+    chat_seconds: array[float] = field(default_factory=lambda: array("d"))
+    """Each finished chat's time from its POST to its end (the nominal length is its deltas times the interval):
+    a server that holds chats back before they stream shows it here, not in the latency of their deltas."""
     duration: float = 0.0
     server_cpu: list[float] = field(default_factory=list)
     """CPU seconds of each server process over the run."""
@@ -155,6 +158,10 @@ class Outcome:
         ordered = sorted(self.latencies)
         return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1) if ordered else None
 
+    def chat_seconds_at(self, q: float) -> float | None:
+        ordered = sorted(self.chat_seconds)
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else None
+
     def summary(self) -> dict[str, Any]:
         cpu = sum(self.server_cpu)
         per_chat, split, short = self.cpu_ms_per_chat(), self.cpu_split(), self.short
@@ -168,6 +175,8 @@ class Outcome:
             "stuck": self.stuck, "finished": self.finished, "lost": self.lost, "deltas_received": self.deltas,
             "latency_ms": {"p50": self.percentile_ms(0.5), "p99": self.percentile_ms(0.99),
                            "max": self.percentile_ms(1.0)},
+            "chat_seconds": {"p50": self.chat_seconds_at(0.5), "p99": self.chat_seconds_at(0.99),
+                             "nominal": round(self.deltas_per_chat * self.interval, 2)},
             "duration_s": round(self.duration, 1),
             "server_cpu_s": round(cpu, 3), "server_cpu_cores": round(cpu / self.duration, 2) if self.duration else None,
             "cpu_ms_per_chat": None if per_chat is None else round(per_chat, 2),
@@ -235,6 +244,7 @@ async def exercise(kind: Kind, servers: list[Server], args: argparse.Namespace, 
         server = servers[number % len(servers)]
         seen = ChatSeen(outcome, kind.route)
         path, body = request_for(kind, ids[number], number, text)
+        posted = time.monotonic()
         try:
             stream = await open_stream(*server.host_port, "POST", path, headers=headers, body=body,
                                        on_event=seen.on_event)
@@ -251,6 +261,7 @@ async def exercise(kind: Kind, servers: list[Server], args: argparse.Namespace, 
             outcome.errors.append("The stream closed before the chat finished.")
             return
         outcome.finished += 1
+        outcome.chat_seconds.append(time.monotonic() - posted)
         outcome.lost += max(0, per_chat - seen.deltas)
 
     ramp = chats / args.ramp_rate
@@ -382,7 +393,7 @@ def run_one(kind: Kind, chats: int, args: argparse.Namespace) -> Outcome:
             stop(provider)
     summary = outcome.summary()
     print(f"   {summary['finished']} finished, {summary['stuck']} stuck, {summary['errors']} errors, "
-          f"{summary['lost']} lost; latency ms {summary['latency_ms']}; CPU ms per chat {summary['cpu_ms_per_chat']} "
+          f"{summary['lost']} lost; latency ms {summary['latency_ms']}; chat s {summary['chat_seconds']}; CPU ms per chat {summary['cpu_ms_per_chat']} "
           f"(per delta {summary['cpu_ms_per_delta']}, fixed {summary['fixed_cpu_ms_per_chat']}); short pass "
           f"{summary['short_pass']}; RSS peak {summary['rss_peak_mb']} MB", flush=True)
     return outcome

@@ -48,12 +48,21 @@ def _result_row(result: Mapping[str, Any], floor: Mapping[str, Any] | None) -> s
     if short and (short["stuck"] or short["errors"]):
         errors += f" (short pass: {short['stuck']} stuck, {short['errors']} errors)"
     return (f"| {result['label']} | {result['finished']:,} / **{result['stuck']:,}** | {errors} | {result['lost']:,} | "
-            f"{_number(latency['p50'])} / **{_number(latency['p99'])}** | {_number(result['cpu_ms_per_chat'])} | "
+            f"{_number(latency['p50'])} / **{_number(latency['p99'])}** | {_chat_seconds(result)} | "
+            f"{_number(result['cpu_ms_per_chat'])} | "
             f"{_number(result['cpu_ms_per_delta'], 3)} | {_number(result['fixed_cpu_ms_per_chat'])} | "
             f"{ratio(result['cpu_ms_per_chat'], floor and floor['cpu_ms_per_chat'])} | "
             f"{ratio(latency['p99'], floor and floor['latency_ms']['p99'])} | "
             f"{_number(result['rss_peak_mb'])} (+{_number(result['rss_growth_mb'])}) | "
             f"{_number(result['server_cpu_cores'], 2)} | {result['load_average_before'][0]:.1f} |")
+
+
+def _chat_seconds(result: Mapping[str, Any]) -> str:
+    """Finished chats' time from POST to end (older results have none)."""
+    seconds = result.get("chat_seconds")
+    if not seconds or seconds.get("p50") is None:
+        return "-"
+    return f"{seconds['p50']:.1f} / {seconds['p99']:.1f}"
 
 
 def _ratio_row(result: Mapping[str, Any], others: Mapping[str, Mapping[str, Any]]) -> str:
@@ -129,9 +138,9 @@ def markdown(run: Mapping[str, Any]) -> str:
         floor = kinds.get(FLOOR)
         lines += [f"### N = {chats:,} concurrent chats", "",
                   "| server | finished / **stuck** | errors | deltas lost | added latency p50 / **p99** (ms) | "
-                  "CPU ms per chat | CPU ms per delta | fixed CPU ms per chat | CPU per chat ÷ floor | p99 ÷ floor | "
+                  "chat time p50 / p99 (s) | CPU ms per chat | CPU ms per delta | fixed CPU ms per chat | CPU per chat ÷ floor | p99 ÷ floor | "
                   "RSS peak (growth), MB | server cores | load average before |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         lines += [_result_row(result, floor) for result in kinds.values()]
         lines.append("")
     lines += ["### Ratios to the floor and to each peer", "",

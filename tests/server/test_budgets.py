@@ -173,15 +173,16 @@ def test_budget_options_are_checked_by_serve(tmp_path: object) -> None:
 
     from tests.server.test_serve_cli import clean_env
 
-    for args, expected in ((["--user-budget", "alice"], "--user-budget is USER:LIMITS"),
-                           (["--user-budget", "alice:weekly=5"], "is not one of them"),
-                           (["--daily-input-tokens", "-3"], "0 or more tokens")):
-        done = subprocess.run([sys.executable, "-m", "toolwire", "serve", "--port", "0", *args], cwd=str(tmp_path),
-                              env=clean_env(), capture_output=True, text=True, timeout=60)
-        assert done.returncode == 1, done.stderr
-        assert done.stderr.startswith("toolwire: ") and expected in done.stderr, done.stderr
-
-
+    cases = [(expected, subprocess.Popen([sys.executable, "-m", "toolwire", "serve", "--port", "0", *args],
+                                         cwd=str(tmp_path), env=clean_env(), stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True))
+             for args, expected in ((["--user-budget", "alice"], "--user-budget is USER:LIMITS"),
+                                    (["--user-budget", "alice:weekly=5"], "is not one of them"),
+                                    (["--daily-input-tokens", "-3"], "0 or more tokens"))]
+    for expected, process in cases:  # all at once: each is a process start of a second or more
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 1, stderr
+        assert stderr.startswith("toolwire: ") and expected in stderr, stderr
 
 
 def test_budgets_and_metrics_are_refused_where_they_cannot_work() -> None:

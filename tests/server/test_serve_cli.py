@@ -76,6 +76,7 @@ async def test_serve_without_arguments_runs_a_multi_tool_chat_offline(tmp_path: 
 
 def test_serve_explains_bad_options_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "tokens.txt").write_text("alice\n")
+    cases: list[tuple[list[str], str, subprocess.Popen[str]]] = []
     for args, expected in ((["--token", "short"], "at least 16 characters"),
                            (["--tokens-file", "tokens.txt"], "USER TOKEN"),
                            (["--tokens-file", "missing.txt"], "Cannot read the tokens file"),
@@ -86,11 +87,14 @@ def test_serve_explains_bad_options_in_one_line(tmp_path: Path) -> None:
                            (["--header-timeout", "0"], "--header-timeout must be more than 0"),
                            (["--frame-ancestors", "'self'; script-src *"], "cannot be empty or hold ';'"),
                            (["--mcp", "/no/such/mcp-server"], "Could not connect to the MCP server '/no/such")):
-        done = subprocess.run([sys.executable, "-m", "toolwire", "serve", "--port", "0", *args], cwd=tmp_path,
-                              env=clean_env(), capture_output=True, text=True, timeout=60)
-        assert done.returncode == 1, (args, done.stderr)
-        assert done.stderr.startswith("toolwire: ") and expected in done.stderr, (args, done.stderr)
-        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+        cases.append((args, expected, subprocess.Popen(
+            [sys.executable, "-m", "toolwire", "serve", "--port", "0", *args], cwd=tmp_path, env=clean_env(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    for args, expected, process in cases:  # all at once: each is a process start of a second or more
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 1, (args, stderr)
+        assert stderr.startswith("toolwire: ") and expected in stderr, (args, stderr)
+        assert "Traceback" not in stderr and stderr.count("\n") == 1
 
 
 def test_serve_tells_option_mistakes_before_importing_the_server(tmp_path: Path) -> None:

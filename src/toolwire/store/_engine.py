@@ -4,7 +4,8 @@
   their async driver (aiosqlite, asyncpg).
 - SQLite: WAL (readers never block the writer), foreign keys on, a busy timeout, and transactions
   begun by SQLAlchemy: `BEGIN IMMEDIATE` for writes, so two writers queue for the lock at the start
-  instead of failing halfway with "database is locked"; plain `BEGIN` for reads. Reads go through
+  instead of failing halfway with "database is locked"; plain `BEGIN` for reads. The reads every chat
+  makes have reader connections of their own (`create_sqlite_reader`, `_reads.py`), the others go through
   aiosqlite; the store's writer has a synchronous `sqlite3` engine of its own (`create_sqlite_writer`).
 - Migrations: Alembic, with the scripts shipped inside this package, run when a store opens. On
   PostgreSQL an advisory lock makes concurrent start-ups of several servers migrate once.
@@ -203,7 +204,7 @@ def create_engine_for(url: URL, **kwargs: Any) -> AsyncEngine:
 
 def create_sqlite_writer(url: URL, **kwargs: Any) -> Engine:
     """The synchronous engine of a SQLite store's writer: one `sqlite3` connection, used by one thread at a time
-    (the writer's batches never overlap), so a whole batch is one hop to a worker thread (see `_writer.py`)."""
+    (the writer's batches never overlap), so a whole batch runs in the writer's thread (see `_writer.py`)."""
     # No rollback when a connection goes back to the pool: a batch always ends its transaction (`run_batch`).
     engine = create_engine(url.set(drivername="sqlite"), pool_size=1, max_overflow=0, pool_reset_on_return=None,
                            connect_args={"timeout": 30, "check_same_thread": False},
@@ -219,8 +220,8 @@ SQLITE_READERS = 4
 def create_sqlite_reader(url: URL, **kwargs: Any) -> Engine:
     """The synchronous engine of a SQLite store's one-statement reads: each read is one hop to a worker thread that
     runs the statement and fetches its rows there (through aiosqlite, every execute, fetch, pool check-in and
-    rollback was a hop of its own). At most `SQLITE_READERS` run at once (the store's limiter), so a read waits
-    for a thread, never for a pool timeout."""
+    rollback was a hop of its own). At most `SQLITE_READERS` run at once (the reader threads, `_reads.py`), so a
+    read waits for a thread, never for a pool timeout."""
     # No rollback when a connection goes back to the pool: a one-statement read opens no transaction, and a read
     # of several ends its own (`SQLStore._read_many`).
     engine = create_engine(url.set(drivername="sqlite"), pool_size=SQLITE_READERS, max_overflow=0,
