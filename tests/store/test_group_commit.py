@@ -398,3 +398,26 @@ async def test_a_postgres_store_that_cannot_open_leaves_no_writer_thread_behind(
     assert not {"toolwire-postgres-writer", "toolwire-postgres-reader"} & {thread.name for thread in threading.enumerate()}
     with pytest.raises(RuntimeError, match="not open"):
         store.engine  # noqa: B018 - closed again: it says so
+
+
+async def test_closing_the_store_commits_the_writes_queued_first(db_url: str) -> None:
+    store = SQLStore(db_url, write_batch=4)
+    await store.open()
+    user = await store.ensure_user("alice")
+    returned: list[str] = []
+
+    async def create(index: int) -> None:
+        returned.append((await store.create_chat(user.id, chat_id=f"chat-{index}")).id)
+
+    event.listen(write_engine(store), "commit", lambda _conn: time.sleep(0.02))  # the engine goes with the store
+    async with anyio.create_task_group() as tg:
+        for index in range(20):
+            tg.start_soon(create, index)
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+        await store.close()  # while most of the 20 are still queued (five batches of four)
+    assert sorted(returned) == sorted(f"chat-{index}" for index in range(20))
+    with pytest.raises(RuntimeError, match="not open"):
+        await store.create_chat(user.id, chat_id="late")
+    async with SQLStore(db_url, migrate=False) as again:
+        assert len(await again.list_chats(user.id)) == 20
