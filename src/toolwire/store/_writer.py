@@ -188,13 +188,6 @@ class Writer:
         """Operations queued and not yet taken into a batch."""
         return len(self._queue)
 
-    @property
-    def thread(self) -> LoopThread:
-        """The writer's thread and loop (the PostgreSQL writer's engine is made and disposed of there)."""
-        if self._thread is None:
-            raise RuntimeError("The store's writer is not running: open the store first.")
-        return self._thread
-
     def start(self) -> None:
         """Start the writer's thread and its loop's driver (once)."""
         if self._thread is not None:
