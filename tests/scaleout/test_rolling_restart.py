@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -139,9 +140,12 @@ async def test_runs_taken_over_in_a_long_round_keep_their_leases(
             for script in scripts:
                 script.open()
             await until(lambda: all(events and events[-1].type == "run_finished" for events in followed), timeout=60)
-        del b
+        started = time.monotonic()
+        b.stop()  # while its Redis proxy is still there
+        stop_seconds = time.monotonic() - started
     finally:
         proxy.stop()
+    assert stop_seconds < 10, stop_seconds
 
     statuses = [events[-1].data["status"] for events in followed]
     assert statuses == ["completed"] * RUNS, statuses  # none was ended `interrupted` by the reaper
