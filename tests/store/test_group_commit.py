@@ -165,9 +165,9 @@ async def test_an_operation_that_fails_in_a_batch_fails_alone(store: SQLStore) -
 
 
 async def test_the_same_message_twice_in_one_batch_starts_one_run(store: SQLStore) -> None:
-    """The second copy is refused ("already started") by the first's uncommitted run; the rollback that drops the
-    second from the batch undoes that run too, so the refusal cannot be final: it runs again after the commit and
-    gets the run that exists. Before, it got the id of a run that was never committed."""
+    """The second copy is refused ("already started") by the first's uncommitted run, in a savepoint: the first's
+    run commits with the batch, so every copy gets the run that exists (before savepoints, the rollback that
+    dropped the second copy undid that run too, and the second got the id of a run that was never committed)."""
     user = await store.ensure_user("alice")
     chats = [await store.create_chat(user.id, f"chat {i}") for i in range(8)]
     starts: dict[str, list[tuple[str, bool]]] = {chat.id: [] for chat in chats}
@@ -221,6 +221,43 @@ async def test_a_failing_operation_leaves_nothing_of_what_it_wrote(store: SQLSto
         names = sorted((await conn.execute(text("SELECT name FROM users"))).scalars())
     assert names == ["a", "c", "e"]
     assert run_batch  # the function the writer runs each batch with
+
+
+async def test_refusals_after_other_operations_undo_only_their_own_writes(store: SQLStore) -> None:
+    """`refusable` operations after the first run in a savepoint: their refusals roll back to it, and the batch
+    commits in one transaction instead of running again once per refusal (the cost grew with the square of the
+    refusals, and every attempt held the chats' locks)."""
+    from toolwire.store._records import utc_now
+    from toolwire.store._writer import Operation, run_batch
+
+    def add_user(name: str, fail: bool) -> Any:
+        def operation(conn: Connection) -> str:
+            conn.execute(insert(users).values(id=f"id-{name}", name=name, created_at=utc_now()))
+            if fail:
+                raise ValueError(f"{name} refused after writing")
+            return name
+        return operation
+
+    loop = asyncio.get_running_loop()
+    plan = [(f"u{index}", index % 3 == 1) for index in range(12)]
+    batch = [Operation(add_user(name, fail), None, loop, refusable=True) for name, fail in plan]
+    seen: dict[str, int] = {"begin": 0, "rollback": 0, "savepoint": 0, "rollback_savepoint": 0}
+    listeners = {name: (lambda *_args, name=name: seen.__setitem__(name, seen[name] + 1)) for name in seen}
+    engine = store.engine.sync_engine
+    for name, listener in listeners.items():
+        event.listen(engine, name, listener)
+    try:
+        async with store.engine.connect() as conn:
+            await conn.run_sync(run_batch, batch)
+    finally:
+        for name, listener in listeners.items():
+            event.remove(engine, name, listener)
+    outcomes = [str(op.error) if op.error is not None else op.value for op in batch]
+    assert outcomes == [f"{name} refused after writing" if fail else name for name, fail in plan]
+    assert seen == {"begin": 1, "rollback": 0, "savepoint": 11, "rollback_savepoint": 4}  # the first has none
+    async with store.engine.connect() as conn:
+        names = set((await conn.execute(text("SELECT name FROM users"))).scalars())
+    assert names == {name for name, fail in plan if not fail}
 
 
 async def test_a_caller_is_resolved_only_after_its_commit(store: SQLStore, db_url: str) -> None:

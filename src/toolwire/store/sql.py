@@ -287,10 +287,12 @@ class SQLStore:
         return self.writer.backlog
 
     async def _write(self, operation: Callable[[Connection], _T], *,
-                     after_commit: Callable[[_T], None] | None = None, urgent: bool = False) -> _T:
-        """`operation` committed by the writer (in a batch with whatever else is queued)."""
+                     after_commit: Callable[[_T], None] | None = None, urgent: bool = False,
+                     refusable: bool = False) -> _T:
+        """`operation` committed by the writer (in a batch with whatever else is queued); `refusable`: see
+        `Writer.write`."""
         self.engine  # noqa: B018 - raises when the store is not open
-        return await self.writer.write(operation, after_commit=after_commit, urgent=urgent)
+        return await self.writer.write(operation, after_commit=after_commit, urgent=urgent, refusable=refusable)
 
     async def _run_batch(self, batch: Sequence[Operation[Any]]) -> None:
         """On the writer's own loop (see `_writer.py`): SQLite's whole transaction on the writer's `sqlite3`
@@ -486,7 +488,7 @@ class SQLStore:
                 self._writes.start_run, chat_id=chat_id, user_message=user_message,
                 client_message_id=client_message_id, owner=owner, lease_seconds=lease_seconds, title=title,
                 parent_id=parent_id, model=model),
-                after_commit=self._chats_put_second)
+                after_commit=self._chats_put_second, refusable=True)
         except Earlier as earlier:
             return earlier.start
         return start
@@ -497,7 +499,8 @@ class SQLStore:
         try:
             start, _ = await self._write(partial(
                 tree.start_answer, chat_id=chat_id, row_id=message_id, client_message_id=client_message_id,
-                owner=owner, lease_seconds=lease_seconds), after_commit=lambda _: self._chats.forget(chat_id))
+                owner=owner, lease_seconds=lease_seconds), after_commit=lambda _: self._chats.forget(chat_id),
+                refusable=True)
         except Earlier as earlier:
             return earlier.start
         return start
@@ -528,7 +531,7 @@ class SQLStore:
             raise ApprovalsIncomplete("The request decides the same approval twice; send one decision per approval.")
         resumption, _ = await self._write(partial(self._writes.resume_run, chat_id=chat_id, decisions=decisions,
                                                   owner=owner, lease_seconds=lease_seconds),
-                                          after_commit=self._chats_put_second)
+                                          after_commit=self._chats_put_second, refusable=True)
         return resumption
 
     @_shielded
@@ -622,7 +625,7 @@ class SQLStore:
             queued, _ = await self._write(partial(
                 queue_run, self._writes, chat_id=chat_id, user_message=user_message,
                 client_message_id=client_message_id, owner=owner, lease_seconds=lease_seconds, title=title,
-                strategy=strategy), after_commit=self._chats_put_second)
+                strategy=strategy), after_commit=self._chats_put_second, refusable=True)
         except Earlier as earlier:
             return Queued(start=earlier.start, created=False)
         if queued.queued is not None and title:
