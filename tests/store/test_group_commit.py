@@ -260,6 +260,30 @@ async def test_refusals_after_other_operations_undo_only_their_own_writes(store:
     assert names == {name for name, fail in plan if not fail}
 
 
+async def test_every_write_of_a_chat_is_ordered_by_that_chat(store: SQLStore, monkeypatch: Any) -> None:
+    """The writer sorts a batch by the chat each operation locks, so two replicas' batches lock chats in one
+    order. A round stored with its usage wraps its rows' insert: it reported no chat, sorted first, and two
+    replicas deadlocked on it."""
+    from toolwire.store._writer import chat_written
+
+    written: list[str] = []
+    write = store.writer.write
+
+    async def recording(function: Any, **options: Any) -> Any:
+        written.append(chat_written(function))
+        return await write(function, **options)
+
+    user = await store.ensure_user("alice")
+    chat = await store.create_chat(user.id, "c")
+    monkeypatch.setattr(store.writer, "write", recording)
+    begun = await store.start_run(chat.id, user_message=Message.user("hi"), client_message_id="m", owner="p",
+                                  lease_seconds=30)
+    await store.append_messages(chat.id, [Message.assistant("hello")], run_id=begun.run.id,
+                                usage={"input_tokens": 1})
+    await store.append_messages(chat.id, [Message.assistant("again")])
+    assert written == [chat.id, chat.id, chat.id]
+
+
 async def test_a_caller_is_resolved_only_after_its_commit(store: SQLStore, db_url: str) -> None:
     user = await store.ensure_user("alice")
     seen: list[tuple[str, int]] = []
