@@ -285,6 +285,37 @@ async def test_a_follower_on_another_replica_resumes_without_a_gap_after_redis_r
               f"{len(after_outage)} events after its cursor, no gap, no duplicate")
 
 
+async def test_a_replica_stopped_while_redis_is_away_exits_after_its_grace(
+        replica: Replica, gate: GateServer, own_redis: RestartableRedis) -> None:
+    """SIGTERM with a run going and Redis unreachable: the run is interrupted and its end stored, and the process
+    exits. Its end's wait for Redis to take its events (inside the run's shielded end) used to hold the shutdown
+    for good: the process was still there 40 s later."""
+    a = replica("--redis", own_redis.url, redis=False)
+    gate.script("away", calls(("gated", {"label": "away"}), preamble="Waiting."), text("Never streamed."))
+    async with a.api() as on_a:
+        chat = await on_a.new_chat()
+        async with on_a.send(chat, "[[away]] go") as response:
+            async for event in read_events(response):
+                if event.type == "tool_started":
+                    break
+            await until(lambda: gate.waiting.get("away", 0) == 1)
+            own_redis.stop()
+            process = a.process
+            assert process is not None
+            process.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            code = await anyio.to_thread.run_sync(lambda: process.wait(timeout=40))
+            stopped_in = time.monotonic() - started
+    print(f"stopped {stopped_in:.1f} s after SIGTERM with Redis away")
+    assert code == -signal.SIGTERM
+    assert stopped_in < 15  # the grace (5 s), then the log's last try (5 s); never a hang
+    own_redis.start()
+    b = replica("--redis", own_redis.url, redis=False)
+    async with b.api() as on_b:
+        stored = (await on_b.client.get(f"/api/chats/{chat}/messages")).json()
+        assert [run["status"] for run in stored["runs"]] == ["interrupted"], stored["runs"]
+
+
 # -- D. a tool call starting while Redis is down ------------------------------------------------------
 
 async def test_a_tool_call_starting_while_redis_is_down_keeps_its_run_and_streams_its_result(

@@ -279,6 +279,10 @@ def create_app(
                         with anyio.CancelScope(shield=True):
                             await manager.begin_shutdown()
                             await manager.wait_idle(config.shutdown_grace_seconds)
+                        for component in components:  # a run's end no longer waits for an unreachable log
+                            stop_waiting = getattr(component, "stop_waiting", None)
+                            if stop_waiting is not None:
+                                stop_waiting()
                         tg.cancel_scope.cancel()
         except ToolwireError as exc:
             state.startup_error = exc  # `toolwire serve` prints it as one sentence

@@ -165,6 +165,9 @@ class RedisEventLog:
         self._deletions = _Deletions(self, hub.key("deleted").encode())
         hub.add_source(self._deletions)
         self._pending: list[_Pending] = []
+        self._waiting: set[asyncio.Future[None]] = set()
+        """The runs' waits for their `run_finished` to be in Redis (`append`), until `stop_waiting`."""
+        self._stopped_waiting = False
         self._flush = asyncio.Event()
         self.redis_reads = 0
         """Reads that went to Redis (replays, and reads the copy could not answer)."""
@@ -207,15 +210,28 @@ class RedisEventLog:
             if not entries:
                 return
         # Redis away or slow: the runs wait rather than grow memory (see `_MAX_PENDING`).
-        while len(self._pending) >= _MAX_PENDING:  # noqa: ASYNC110 - drained by the writer task
+        while len(self._pending) >= _MAX_PENDING and not self._stopped_waiting:  # noqa: ASYNC110 - the writer drains
             await anyio.sleep(0.05)
         done: asyncio.Future[None] | None = None
-        if entries[-1].type == "run_finished":
+        if entries[-1].type == "run_finished" and not self._stopped_waiting:
             done = asyncio.get_running_loop().create_future()
+            self._waiting.add(done)
         self._pending.append((chat_id, list(entries), done))
         self._flush.set()
         if done is not None:
-            await done
+            try:
+                await done
+            finally:
+                self._waiting.discard(done)
+
+    def stop_waiting(self) -> None:
+        """The server is stopping and its runs had their grace: none waits any longer for Redis to take its
+        events (they stay queued, and `aclose` tries once more). With Redis away, a run that had ended waited
+        for it inside its shielded end, and the process never exited."""
+        self._stopped_waiting = True
+        for done in self._waiting:
+            if not done.done():
+                done.set_result(None)
 
     def _fenced(self, chat_id: str, entries: Sequence[LogEntry]) -> list[LogEntry]:
         """The entries of a deleted chat that belong to runs started after its deletion (its id used again)."""
