@@ -56,6 +56,18 @@ def slow_commits(store: SQLStore, seconds: float) -> Iterator[None]:
         event.remove(write_engine(store), "commit", on_commit)
 
 
+def add_user(name: str, fail: bool = False) -> Any:
+    """A write operation that adds a user, then refuses (raises) after writing if `fail`."""
+    from toolwire.store._records import utc_now
+
+    def operation(conn: Connection) -> str:
+        conn.execute(insert(users).values(id=f"id-{name}", name=name, created_at=utc_now()))
+        if fail:
+            raise ValueError(f"{name} refused after writing")
+        return name
+    return operation
+
+
 def committed_chats(url: str, chat_ids: list[str]) -> int:
     """How many of the chats another connection sees committed, read synchronously (the event loop stops)."""
     if url.startswith("sqlite"):
@@ -195,15 +207,6 @@ async def test_a_failing_operation_leaves_nothing_of_what_it_wrote(store: SQLSto
     """`run_batch` directly: the failing operation had written a row before it raised; the row is gone, the
     others' rows are there."""
 
-    def add_user(name: str, fail: bool = False) -> Any:
-        def operation(conn: Connection) -> str:
-            conn.execute(insert(users).values(id=f"id-{name}", name=name, created_at=store_now()))
-            if fail:
-                raise ValueError(f"{name} refused after writing")
-            return name
-        return operation
-
-    from toolwire.store._records import utc_now as store_now
     from toolwire.store._writer import run_batch
 
     writer = store.writer
@@ -227,16 +230,7 @@ async def test_refusals_after_other_operations_undo_only_their_own_writes(store:
     """`refusable` operations after the first run in a savepoint: their refusals roll back to it, and the batch
     commits in one transaction instead of running again once per refusal (the cost grew with the square of the
     refusals, and every attempt held the chats' locks)."""
-    from toolwire.store._records import utc_now
     from toolwire.store._writer import Operation, run_batch
-
-    def add_user(name: str, fail: bool) -> Any:
-        def operation(conn: Connection) -> str:
-            conn.execute(insert(users).values(id=f"id-{name}", name=name, created_at=utc_now()))
-            if fail:
-                raise ValueError(f"{name} refused after writing")
-            return name
-        return operation
 
     loop = asyncio.get_running_loop()
     plan = [(f"u{index}", index % 3 == 1) for index in range(12)]
@@ -390,14 +384,6 @@ async def test_a_batch_that_postgres_aborts_to_break_a_deadlock_runs_again(db_ur
 async def test_the_writer_itself_survives_callers_cancelled_while_queued_or_leading(store: SQLStore) -> None:
     """As above, through `writer.write` directly, without the store methods' own shield: a cancelled caller
     (the leader among them) neither loses its write nor leaves the lead with nobody."""
-    from toolwire.store._records import utc_now
-
-    def add_user(name: str) -> Any:
-        def operation(conn: Connection) -> str:
-            conn.execute(insert(users).values(id=f"id-{name}", name=name, created_at=utc_now()))
-            return name
-        return operation
-
     returned: list[str] = []
     scopes: dict[int, anyio.CancelScope] = {}
 
