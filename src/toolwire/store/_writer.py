@@ -30,9 +30,10 @@ sent, or another run going) run in a SAVEPOINT when others precede them in the t
 back to it and is final at once, since what it saw commits with it. Rolling the whole transaction back for
 each of them made a batch's cost grow with the square of its refusals: two replicas each given the same 90
 messages at once ran batches of 30 operations up to 20 times over, held the chats' locks across all those
-attempts, and deadlocked with each other for seconds. An outage
-(`unavailable`: the database away, a disk refusing writes) or a failed commit fails the whole batch: each of
-its callers gets its own `StoreUnavailable` and retries as it would have (the runner does, see
+attempts, and deadlocked with each other for seconds.
+
+An outage (`unavailable`: the database away, a disk refusing writes) or a failed commit fails the whole
+batch: each of its callers gets its own `StoreUnavailable` and retries as it would have (the runner does, see
 `server/runner.py`).
 
 Cancellation. A caller is shielded while its operation is queued or running: it is written (or refused)
