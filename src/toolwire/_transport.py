@@ -31,6 +31,7 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 import anyio
 import httpx
 
+from ._net import AsyncioNetwork, use_asyncio_network
 from .exceptions import ProviderConnectionError, ProviderHTTPError, ProviderTimeoutError, UserError
 from .wire._values import error_message_from_body
 
@@ -112,9 +113,13 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     open streams it cost milliseconds per request (`bench/model_pool.py`). Split over `shards` pools, each
     pool holds a `shards`-th of the connections, and the bookkeeping a `shards`-th squared. The limits are
     split the same way (`None` stays unlimited). `options` go to each `httpx.AsyncHTTPTransport`.
+
+    `network`: the pools open their connections with this `AsyncioNetwork` (`_net.py`: fewer system calls per
+    read on asyncio) instead of httpcore's default backend.
     """
 
-    def __init__(self, shards: int = 16, *, limits: httpx.Limits | None = None, **options: object) -> None:
+    def __init__(self, shards: int = 16, *, limits: httpx.Limits | None = None,
+                 network: AsyncioNetwork | None = None, **options: object) -> None:
         if shards < 1:
             raise UserError(f"A sharded transport needs at least one pool; got shards={shards}.")
         limits = limits or httpx.Limits()
@@ -130,6 +135,9 @@ class ShardedTransport(httpx.AsyncBaseTransport):
             # (tens of ms of CPU each, 16 times at every server start).
             options = {**options, "verify": httpx.create_ssl_context(trust_env=bool(options.get("trust_env", True)))}
         self._pools = [httpx.AsyncHTTPTransport(limits=each, **options) for _ in range(shards)]  # type: ignore[arg-type]
+        self.network = network if network is not None and all(use_asyncio_network(pool, network)
+                                                               for pool in self._pools) else None
+        """The `AsyncioNetwork` the pools connect with, or `None` (httpcore's default backend)."""
         self._next = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

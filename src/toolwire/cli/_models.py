@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from .._net import AsyncioNetwork
 from .._transport import ShardedTransport
 from ..exceptions import UserError
 from ..models import Model, get_model
@@ -247,9 +248,11 @@ async def open_models(models: Sequence[ServeModel], *, fake_delay: float,
                 described.append(sentence if len(models) == 1 else f"{model.id} ({sentence})")
                 continue
             if shared is None:
-                # Several pools: httpcore's bookkeeping is quadratic in one pool's connections (see ShardedTransport).
+                # Several pools: httpcore's bookkeeping is quadratic in one pool's connections (see ShardedTransport);
+                # connections on asyncio's own transports (`_net.py`).
                 shared = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0),
-                                           transport=ShardedTransport(limits=_MODEL_CONNECTIONS))
+                                           transport=ShardedTransport(limits=_MODEL_CONNECTIONS,
+                                                                      network=AsyncioNetwork()))
                 clients.append(shared)
             built[model.id] = get_model(model.spec, api_key=model.api_key, base_url=model.base_url,
                                         http_client=shared, settings=model.settings)
