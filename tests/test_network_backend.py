@@ -152,10 +152,10 @@ async def test_https_through_asyncios_tls(tmp_path: Path) -> None:
             writer.close()
 
     network = AsyncioNetwork()
-    async with serving(handler, tls=served) as port, client(network, verify=trusted) as http:
-        async with http.stream("GET", f"https://127.0.0.1:{port}/") as response:
-            assert response.extensions["network_stream"].get_extra_info("ssl_object") is not None
-            assert await response.aread() == b"over tls"
+    async with (serving(handler, tls=served) as port, client(network, verify=trusted) as http,
+                http.stream("GET", f"https://127.0.0.1:{port}/") as response):
+        assert response.extensions["network_stream"].get_extra_info("ssl_object") is not None
+        assert await response.aread() == b"over tls"
     async with serving(handler, tls=served) as port, client(AsyncioNetwork()) as http:
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):  # not trusted by default
             await http.get(f"https://127.0.0.1:{port}/")
