@@ -162,6 +162,25 @@ async def test_https_through_asyncios_tls(tmp_path: Path) -> None:
     assert network.connections == 1
 
 
+async def test_a_unix_socket(tmp_path: Path) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(respond(b"over a unix socket", close=True))
+        await writer.drain()
+        writer.close()
+
+    path = tmp_path / "model.sock"
+    server = await asyncio.start_unix_server(handler, path)
+    network = AsyncioNetwork()
+    try:
+        async with client(network, uds=str(path)) as http:
+            assert (await http.get("http://model/")).content == b"over a unix socket"
+    finally:
+        server.close()
+        await asyncio.sleep(0)
+    assert network.connections == 1
+
+
 def test_the_server_model_client_uses_it() -> None:
     """Every pool of a transport given a network connects through it (a new httpx that builds its pools
     another way leaves `network` unset, and this fails)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 import httpcore
@@ -180,16 +180,9 @@ class AsyncioNetwork(httpcore.AsyncNetworkBackend):
         if sniffio.current_async_library() != "asyncio":
             return await self.fallback.connect_tcp(host, port, timeout, local_address, socket_options)
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_connection(
-                    _Protocol, host, port, local_addr=(local_address, 0) if local_address else None)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"Connecting to {host}:{port} did not finish in time.") from None
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        self.connections += 1
-        return self._stream(transport, protocol, socket_options)
+        return await self._connect(loop.create_connection(
+            _Protocol, host, port, local_addr=(local_address, 0) if local_address else None),
+            f"{host}:{port}", timeout, socket_options)
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
                                   socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None
@@ -197,21 +190,21 @@ class AsyncioNetwork(httpcore.AsyncNetworkBackend):
         if sniffio.current_async_library() != "asyncio":
             return await self.fallback.connect_unix_socket(path, timeout, socket_options)
         loop = asyncio.get_running_loop()
+        return await self._connect(loop.create_unix_connection(_Protocol, path), path, timeout, socket_options)
+
+    async def _connect(self, opening: Coroutine[Any, Any, tuple[asyncio.BaseTransport, asyncio.BaseProtocol]],
+                       where: str, timeout: float | None,
+                       socket_options: Iterable[httpcore.SOCKET_OPTION] | None) -> _Stream:
         try:
             async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_unix_connection(_Protocol, path)
+                transport, protocol = await opening
         except TimeoutError:
-            raise httpcore.ConnectTimeout(f"Connecting to {path} did not finish in time.") from None
+            raise httpcore.ConnectTimeout(f"Connecting to {where} did not finish in time.") from None
         except OSError as exc:
             raise httpcore.ConnectError(str(exc)) from exc
-        self.connections += 1
-        return self._stream(transport, protocol, socket_options)
-
-    @staticmethod
-    def _stream(transport: asyncio.BaseTransport, protocol: asyncio.BaseProtocol,
-                socket_options: Iterable[httpcore.SOCKET_OPTION] | None) -> _Stream:
         assert isinstance(transport, asyncio.Transport)
         assert isinstance(protocol, _Protocol)
+        self.connections += 1
         sock = transport.get_extra_info("socket")
         for option in socket_options or ():
             sock.setsockopt(*option)
