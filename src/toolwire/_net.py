@@ -83,9 +83,9 @@ def _wake(waiter: asyncio.Future[None] | None) -> None:
         waiter.set_result(None)
 
 
-def _expire(waiter: asyncio.Future[None], error: Exception) -> None:
+def _expire(waiter: asyncio.Future[None], error: type[Exception], message: str) -> None:
     if not waiter.done():
-        waiter.set_exception(error)
+        waiter.set_exception(error(message))
 
 
 class _Stream(httpcore.AsyncNetworkStream):
@@ -97,7 +97,7 @@ class _Stream(httpcore.AsyncNetworkStream):
         protocol = self._protocol
         if not protocol.chunks:
             if not protocol.ended:
-                await self._wait("reader", timeout, httpcore.ReadTimeout("The server sent nothing in time."))
+                await self._wait("reader", timeout, httpcore.ReadTimeout, "The server sent nothing in time.")
             if not protocol.chunks:
                 if protocol.error is not None:
                     raise httpcore.ReadError(str(protocol.error) or type(protocol.error).__name__)
@@ -120,15 +120,15 @@ class _Stream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError("The connection is closed.")
         self._transport.write(buffer)
         if protocol.writing_paused:
-            await self._wait("drained", timeout, httpcore.WriteTimeout("The server took nothing in time."))
+            await self._wait("drained", timeout, httpcore.WriteTimeout, "The server took nothing in time.")
             if protocol.writing_paused:
                 raise httpcore.WriteError("The connection closed while writing.")
 
-    async def _wait(self, which: str, timeout: float | None, error: Exception) -> None:
+    async def _wait(self, which: str, timeout: float | None, error: type[Exception], message: str) -> None:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         setattr(self._protocol, which, waiter)
-        timer = loop.call_later(timeout, _expire, waiter, error) if timeout is not None else None
+        timer = loop.call_later(timeout, _expire, waiter, error, message) if timeout is not None else None
         try:
             await waiter
         finally:

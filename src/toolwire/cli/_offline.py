@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import orjson
 
+from .._net import AsyncioNetwork
 from .._transport import ShardedTransport
 from ..messages import FilePart, ToolResultPart
 from ..models import HTTPModel, Model
@@ -308,7 +309,8 @@ async def offline_model(*, delay: float, clients: list[httpx.AsyncClient]) -> As
     async with FakeProviderServer("openai-chat", responder, api_key="demo") as server:
         # trust_env=False: the fake is on loopback; a proxy from the environment must not apply.
         client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0, connect=5.0),
-                                   transport=ShardedTransport(limits=_CONNECTIONS, trust_env=False))
+                                   transport=ShardedTransport(limits=_CONNECTIONS, trust_env=False,
+                                                              network=AsyncioNetwork()))
         clients.append(client)
         try:
             # `file_labels`: each attached file's name travels on a line before it, so the responder sees it.
