@@ -31,6 +31,8 @@ __all__ = ["AsyncioNetwork", "use_asyncio_network"]
 _HIGH_WATER = 256 * 1024
 """Bytes buffered unread after which the connection stops reading (until they fall below `_LOW_WATER`)."""
 _LOW_WATER = 64 * 1024
+_EXTRA_INFO = {"ssl_object": "ssl_object", "client_addr": "sockname", "server_addr": "peername", "socket": "socket"}
+"""httpcore's names of a connection's details, and asyncio's."""
 
 
 class _Protocol(asyncio.Protocol):
@@ -159,11 +161,10 @@ class _Stream(httpcore.AsyncNetworkStream):
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":  # asked of idle connections: data or an end the loop already delivered
             return bool(self._protocol.chunks) or self._protocol.ended
-        names = {"ssl_object": "ssl_object", "client_addr": "sockname", "server_addr": "peername",
-                 "socket": "socket"}
-        if info not in names or self._transport.is_closing():  # a closed TLS transport raises instead of answering
+        name = _EXTRA_INFO.get(info)
+        if name is None or self._transport.is_closing():  # a closed TLS transport raises instead of answering
             return None
-        return self._transport.get_extra_info(names[info])
+        return self._transport.get_extra_info(name)
 
 
 class AsyncioNetwork(httpcore.AsyncNetworkBackend):

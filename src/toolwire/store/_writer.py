@@ -293,7 +293,8 @@ class Writer:
         # In the order of the chats they write: two replicas' batches then lock chat rows in one order and cannot
         # deadlock on them (each deadlock costs PostgreSQL's deadlock_timeout, 1 s, before it aborts one). The
         # sort is stable, so a chat's operations keep the order they came in.
-        batch = sorted((self._queue.popleft() for _ in range(count)), key=_lock_order)
+        batch = sorted((self._queue.popleft() for _ in range(count)),
+                       key=lambda operation: chat_written(operation.function))
         self.batches += 1
         self.operations += count
         self.largest = max(self.largest, count)
@@ -336,10 +337,6 @@ class Writer:
                     logger.exception("Updating the store's caches after a commit failed")
             operation.finished = True
             operation.woken.set()
-
-
-def _lock_order(operation: Operation[Any]) -> str:
-    return chat_written(operation.function)
 
 
 def chat_written(function: Callable[..., Any]) -> str:
