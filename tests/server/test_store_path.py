@@ -5,6 +5,8 @@ A whole chat (a text, a tool call, its result, the final answer) on the in-proce
 statements noted:
 - each appended round takes its sequence numbers and moves the chat's active leaf in one `UPDATE chats` (two
   before), and the active leaf still follows the run (the messages route shows the whole answer);
+- a chat's first run takes its history (the one row its start wrote) without reading it back; a later run
+  reads its branch, and the model sees the same messages either way;
 - on SQLite nothing of the run goes through aiosqlite: its history, the queue checks at its start and end are
   each one hop to a reader thread (through aiosqlite each statement, fetch, `BEGIN` and rollback was a hop).
 """
@@ -19,6 +21,7 @@ from sqlalchemy import event
 
 from tests.server.support import read_events
 from tests.server.test_streaming_path import serving
+from toolwire.messages import Message
 from toolwire.store import SQLStore
 
 pytestmark = pytest.mark.anyio
@@ -31,6 +34,11 @@ class CountingStore(SQLStore):
         super().__init__(url)
         self.writes: list[str] = []
         self.pooled: list[str] = []
+        self.history_reads = 0
+
+    async def run_history(self, chat_id: str, run_id: str) -> list[Message]:
+        self.history_reads += 1
+        return await super().run_history(chat_id, run_id)
 
     async def open(self) -> None:
         await super().open()
@@ -68,6 +76,33 @@ async def test_a_chat_moves_the_active_leaf_with_its_numbers_and_reads_in_one_ho
     assert len(chat_updates) == 1 + len(saved), chat_updates
     if db_url.startswith("sqlite"):
         assert pooled_during_the_chat == [], pooled_during_the_chat
+
+
+async def test_a_chats_first_run_takes_its_history_from_its_start_and_later_runs_read_theirs(
+        db_url: str, tmp_path: Path) -> None:
+    store = CountingStore(db_url)
+    model_requests: list[dict[str, Any]] = []
+    async with serving(store, tmp_path, model_requests=model_requests) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        statuses = []
+        for number, text in enumerate(["first question", "second question"]):
+            async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                     json={"client_message_id": str(number), "text": text}) as response:
+                events = [e async for e in read_events(response)]
+            statuses.append(events[-1].data["status"])
+            if number == 0:
+                reads_after_the_first_run = store.history_reads
+        stored = (await client.get(f"/api/chats/{chat}/messages")).json()["messages"]
+
+    assert statuses == ["completed", "completed"]
+    assert (reads_after_the_first_run, store.history_reads) == (0, 1)
+    first, *_, last = model_requests
+    assert [(m["role"], m["content"]) for m in first["messages"]] == [("user", "first question")]
+    # The second run's model request holds the whole first branch, read back from the store, then the new message.
+    roles = [m["role"] for m in last["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "user"], roles
+    assert last["messages"][-1]["content"] == "second question"
+    assert [row["messages"][0]["role"] for row in stored][:2] == ["user", "assistant"]
 
 
 async def test_reads_of_several_statements_do_not_wait_for_the_aiosqlite_pool(tmp_path: Path) -> None:

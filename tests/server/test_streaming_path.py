@@ -57,9 +57,11 @@ class HeldStore(SQLStore):
 async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None, *,
                   tools: Sequence[Tool[..., Any]] | None = None,
                   apps: list[Starlette] | None = None, words: Sequence[str] = (" one", " two"),
-                  pace: float = 0.0, lease_seconds: float = 15.0) -> AsyncIterator[httpx.AsyncClient]:
+                  pace: float = 0.0, lease_seconds: float = 15.0,
+                  model_requests: list[dict[str, Any]] | None = None) -> AsyncIterator[httpx.AsyncClient]:
     """The app in-process on a loopback socket, its model answering with `words`, a `note` call, then "Done." (each
-    SSE event `pace` seconds after the one before, when given)."""
+    SSE event `pace` seconds after the one before, when given). The model's requests, parsed, go to
+    `model_requests` when given."""
     bodies = _bodies(list(words), orjson.dumps({"text": "x"}).decode())
     requests = 0
 
@@ -70,6 +72,8 @@ async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None
 
     def provider(request: httpx.Request) -> httpx.Response:
         nonlocal requests
+        if model_requests is not None:
+            model_requests.append(orjson.loads(request.content))
         body = bodies[min(requests, len(bodies) - 1)]
         requests += 1
         return httpx.Response(200, headers={"content-type": "text/event-stream"},

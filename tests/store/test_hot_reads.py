@@ -1,8 +1,10 @@
-"""The reads every chat makes run off the server's event loop, on connections of their own (issue 22).
+"""The reads every chat makes run on connections of their own, never waiting for a pool (issue 22).
 
 Under an overload the reads every run makes (its chat's messages, the token's user) waited for a connection of
 the aiosqlite pool and failed after its timeout: the run then failed with `store_unavailable`, and the bench
-at N = 200 on a loaded machine lost chats to it. They now wait for one of the reader threads, with no timeout.
+at N = 200 on a loaded machine lost chats to it. A read of several statements now waits for one of the reader
+threads, with no timeout; on SQLite a one-statement read runs on the caller's loop on a connection that never
+waits for a lock, and goes to the reader threads when SQLite answers busy.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 from toolwire.messages import Message
 from toolwire.store import SQLStore
+from toolwire.store._reads import _busy
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +48,8 @@ async def test_reads_go_on_while_the_event_loop_is_busy(db_url: str) -> None:
     # On SQLite through `anyio.to_thread` under a limiter of four, a read's token went back only when its task ran
     # again; on PostgreSQL a read held its pooled connection until then. With the server's loop busy (1,000 chats
     # streaming), run starts queued by the hundreds for reads that took microseconds (and on PostgreSQL timed out
-    # waiting for the pool). The reads now run on threads (SQLite) or a loop (PostgreSQL) of their own.
+    # waiting for the pool). The reads now run at once when their task runs (SQLite: on the loop, on a connection
+    # of their own) or on a loop of their own (PostgreSQL).
     import time
 
     from sqlalchemy import event
@@ -75,3 +79,85 @@ async def test_reads_go_on_while_the_event_loop_is_busy(db_url: str) -> None:
             loop_free = time.monotonic()
         assert found == ["alice"] * 40
         assert sum(at < loop_free for at in executed) == 40, executed  # none needed the loop to be reached
+
+
+async def test_one_statement_reads_on_sqlite_run_on_the_loop_and_reads_of_several_on_reader_threads(
+        tmp_path: Path) -> None:
+    import threading
+
+    from sqlalchemy import event
+
+    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}", lookup_seconds=0)
+    async with store:
+        user = await store.ensure_user("alice")
+        await store.add_token(user.id, "token-a")
+        chat = await store.create_chat(user.id, "a chat")
+        start = await store.start_run(chat.id, user_message=Message.user("hello"), client_message_id="c-1",
+                                      owner="proc", lease_seconds=30)
+        threads: dict[str, set[str]] = {}
+
+        def on_statement(conn: object, cursor: object, statement: str, *rest: object) -> None:
+            kind = "history" if "WITH RECURSIVE" in statement.upper() else statement.split()[0]
+            threads.setdefault(kind, set()).add(threading.current_thread().name)
+
+        for engine in store.read_engines:
+            event.listen(engine, "before_cursor_execute", on_statement)
+        here = threading.current_thread().name
+        assert (await store.user_for_token("token-a")).name == "alice"  # type: ignore[union-attr]
+        assert not await store.interrupt_waiting(chat.id)
+        assert [m.text for m in await store.run_history(chat.id, start.run.id)] == ["hello"]
+    assert threads["SELECT"] >= {here}, threads
+    assert here not in threads["history"] and all(name.startswith("toolwire-sqlite-reader")
+                                                   for name in threads["history"]), threads
+
+
+async def test_a_one_statement_read_sqlite_answers_busy_waits_on_a_reader_thread_not_on_the_loop(
+        tmp_path: Path) -> None:
+    # A real busy answer from SQLite (a database file another connection holds exclusively) is what the read on
+    # the loop gets the first time; the read then goes to a reader thread, whose connection waits for locks.
+    import sqlite3
+    import threading
+
+    from sqlalchemy import event
+    from sqlalchemy.exc import OperationalError
+
+    holder = sqlite3.connect(tmp_path / "held.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        sqlite3.connect(tmp_path / "held.db", timeout=0).execute("SELECT 1 FROM sqlite_master").fetchall()
+    except sqlite3.OperationalError as exc:
+        busy = exc
+    holder.execute("ROLLBACK")
+    assert _busy(OperationalError("SELECT 1", {}, busy))
+    assert not _busy(OperationalError("SELECT 1", {}, sqlite3.OperationalError("no such table: chats")))
+
+    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}", lookup_seconds=0)
+    async with store:
+        user = await store.ensure_user("alice")
+        await store.add_token(user.id, "token-a")
+        inline = store.read_engines[-1]
+        refused: list[str] = []
+
+        def refuse_once(conn: object, cursor: object, statement: str, *rest: object) -> None:
+            if not refused:
+                refused.append(statement)
+                raise OperationalError(statement, {}, busy)
+
+        event.listen(inline, "before_cursor_execute", refuse_once)
+        threaded: list[str] = []
+        event.listen(store.read_engines[-2], "before_cursor_execute",
+                     lambda *_args: threaded.append(threading.current_thread().name))
+        found = await store.user_for_token("token-a")
+        assert found is not None and found.name == "alice"
+        assert len(refused) == 1
+        assert len(threaded) == 1 and threaded[0].startswith("toolwire-sqlite-reader"), threaded
+        # Another kind of failure is the caller's, as before.
+        event.remove(inline, "before_cursor_execute", refuse_once)
+
+        def fail(conn: object, cursor: object, statement: str, *rest: object) -> None:
+            raise OperationalError(statement, {}, sqlite3.OperationalError("disk I/O error"))
+
+        event.listen(inline, "before_cursor_execute", fail)
+        with pytest.raises(Exception, match="disk I/O error"):
+            await store.user_for_token("token-a")
+        event.remove(inline, "before_cursor_execute", fail)

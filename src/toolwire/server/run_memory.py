@@ -74,8 +74,9 @@ class RunMemory:
 
     def __init__(self, store: Store, *, chat_id: str, run_id: str, policy: ResultPolicy,
                  notify: Callable[[Saved], object], retry_seconds: float = STORE_RETRY_SECONDS,
-                 files: Files | None = None, user_id: str = "") -> None:
+                 files: Files | None = None, user_id: str = "", history: list[Message] | None = None) -> None:
         self._store = store
+        self._history = history
         self._files = files
         self._user_id = user_id
         self.chat_id = chat_id
@@ -103,8 +104,12 @@ class RunMemory:
     async def load(self, conversation_id: str | None = None) -> list[Message]:
         self._check(conversation_id)
         # Exactly the branch this run answers: the path from the root to its last row, whatever branch the chat
-        # shows now (a chat is a tree, see store/_tree.py); files referenced by blob id get their bytes.
-        history = await self._store.run_history(self.chat_id, self.run_id)
+        # shows now (a chat is a tree, see store/_tree.py); files referenced by blob id get their bytes. A run
+        # that answers a chat's first message was given that branch (its one row, as stored): the first load
+        # takes it instead of a read, which every new chat paid for.
+        history, self._history = self._history, None
+        if history is None:
+            history = await self._store.run_history(self.chat_id, self.run_id)
         return history if self._files is None else await resolve(history, self._files)
 
     async def append(self, messages: Sequence[Message], conversation_id: str | None = None) -> None:

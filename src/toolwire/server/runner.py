@@ -164,6 +164,7 @@ class Runner:
         files: Files | None = None,
         model: str | None = None,
         continued: Continued | None = None,
+        history: list[Message] | None = None,
     ) -> None:
         self.user = user
         self.model = model
@@ -203,7 +204,7 @@ class Runner:
         self._committed: list[Message] = []
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy, notify=self._saved,
-                                retry_seconds=retry_seconds, files=files, user_id=user.id)
+                                retry_seconds=retry_seconds, files=files, user_id=user.id, history=history)
         self._text: list[str] = []
         """The text the open step streamed so far, and when and how far it was last checkpointed."""
         self._text_size = 0

@@ -552,7 +552,8 @@ class RunManager:
                         factory=self.factory, watch=watch, policy=self.policy, limiter=self.limiter,
                         max_parallel_tools=self.limits.max_tool_concurrency,
                         resume=resume, trace_context=telemetry.capture_context(),  # type: ignore[arg-type]
-                        retry_seconds=self.store_retry_seconds, files=self.files, model=model)
+                        retry_seconds=self.store_retry_seconds, files=self.files, model=model,
+                        history=_first_branch(run, user_row, resume))
         self._local[run.id].runner = runner
         self._tg.start_soon(self._drive, runner, run.id, chat_id, done)
 
@@ -696,3 +697,11 @@ class RunManager:
             chat.id, message_id, client_message_id=client_message_id, owner=self.owner,
             lease_seconds=self.lease_seconds))
         return await self._launched(user, start, new_row=False)
+
+
+def _first_branch(run: Run, user_row: MessageRow | None, resume: object) -> list[Message] | None:
+    """The branch a new run answers when the store just wrote all of it: a chat's first message, the run's one
+    row (its tip, with no parent). The run's memory takes it instead of reading it back (`RunMemory.load`)."""
+    if user_row is None or resume is not None or user_row.parent_id is not None or run.leaf_id != user_row.id:
+        return None
+    return user_row.messages

@@ -217,27 +217,29 @@ SQLITE_READERS = 4
 """Connections (and worker threads) of a SQLite store's reads: WAL lets them read alongside the writer."""
 
 
-def create_sqlite_reader(url: URL, **kwargs: Any) -> Engine:
+def create_sqlite_reader(url: URL, *, connections: int = SQLITE_READERS, busy_timeout_ms: int = 30_000) -> Engine:
     """The synchronous engine of a SQLite store's one-statement reads: each read is one hop to a worker thread that
     runs the statement and fetches its rows there (through aiosqlite, every execute, fetch, pool check-in and
     rollback was a hop of its own). At most `SQLITE_READERS` run at once (the reader threads, `_reads.py`), so a
-    read waits for a thread, never for a pool timeout."""
+    read waits for a thread, never for a pool timeout. The reads made on the event loop itself use one connection
+    that never waits for a lock (`busy_timeout_ms=0`, see `_reads.py`)."""
     # No rollback when a connection goes back to the pool: a one-statement read opens no transaction, and a read
     # of several ends its own (`SQLStore._read_many`).
-    engine = create_engine(url.set(drivername="sqlite"), pool_size=SQLITE_READERS, max_overflow=0,
-                           pool_reset_on_return=None, connect_args={"timeout": 30, "check_same_thread": False},
-                           execution_options={SINGLE_READ_OPTION: True}, **kwargs)
-    _set_up_sqlite(engine)
+    engine = create_engine(url.set(drivername="sqlite"), pool_size=connections, max_overflow=0,
+                           pool_reset_on_return=None,
+                           connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
+                           execution_options={SINGLE_READ_OPTION: True})
+    _set_up_sqlite(engine, busy_timeout_ms=busy_timeout_ms)
     return engine
 
 
-def _set_up_sqlite(sync_engine: Engine) -> None:
+def _set_up_sqlite(sync_engine: Engine, *, busy_timeout_ms: int = 30_000) -> None:
     @event.listens_for(sync_engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         # SQLAlchemy emits BEGIN itself (below); the driver must not.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=30000"):
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", f"busy_timeout={busy_timeout_ms}"):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 

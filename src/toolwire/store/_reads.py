@@ -1,4 +1,4 @@
-"""The reads every chat makes (one SELECT, or a read of several statements), off the server's event loop.
+"""The reads every chat makes (one SELECT, or a read of several statements), never waiting for a pool.
 
 A server under load has a busy event loop: with 1,000 chats streaming, each of its turns takes tens of
 milliseconds. A read that holds a connection (or a thread's token) until its task runs again holds it for
@@ -7,9 +7,18 @@ run starts were waiting in a snapshot of such a run on SQLite, and on PostgreSQL
 failed requests and runs. So the hot reads (`SQLStore._select`, `SQLStore._read_many`) run where nothing
 else waits:
 
-- SQLite: on reader connections of their own (`create_sqlite_reader`), one per thread of a
-  `ThreadPoolExecutor`. A read is handed to the first thread free, which goes on to the next as soon as it is
-  done; the result comes back to the caller's loop by `call_soon_threadsafe`.
+- SQLite, one SELECT (`select`: a token's user, a chat, the queue checks): on the caller's event loop, on a
+  connection of its own that never waits for a lock. In WAL mode a reader takes no lock a writer holds, so a
+  point lookup is tens of microseconds of SQLite's work, about what one loop turn costs. Handing it to a thread
+  cost far more than it saved: on a 2-core VM one hop there and back is ~170 us of CPU (a wake-up of a sleeping
+  thread, then of the loop through its self-pipe), and a reader thread needing the GIL back from the busy loop
+  after each sqlite3 call traded it back and forth dozens of times per read (`futex`, counted with strace). When
+  SQLite does answer busy (another process holds the database exclusively, a WAL being recovered), the read goes
+  to the reader threads below, which wait for the lock as every other read does.
+- SQLite, a read of several statements (`many`: a run's history): on reader connections of their own
+  (`create_sqlite_reader`), one per thread of a `ThreadPoolExecutor`. A read is handed to the first thread free,
+  which goes on to the next as soon as it is done; the result comes back to the caller's loop by
+  `call_soon_threadsafe`. A long chat's history is too much work to do on the loop.
 - PostgreSQL: on a pool of their own made on an event loop of its own, in a thread (`LoopThread`), which
   runs nothing else, so a connection is back in its pool as soon as its statement has answered. The pool is
   half the size the store was given (`READ_POOL_SHARE`), and the main pool's burst overflow is smaller by as
@@ -31,6 +40,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._engine import (
@@ -66,6 +76,7 @@ class Reads:
         self._health = health
         self._fallback: AsyncEngine | None = None
         self._sqlite: Engine | None = None
+        self._inline: Engine | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._postgres: AsyncEngine | None = None
         self._postgres_autocommit: AsyncEngine | None = None
@@ -75,7 +86,7 @@ class Reads:
     def engines(self) -> list[Engine]:
         """The engines of its own the reads go through (a listener on one sees its reads)."""
         if self._sqlite is not None:
-            return [self._sqlite]
+            return [self._sqlite] if self._inline is None else [self._sqlite, self._inline]
         if self._postgres is not None:
             return [self._postgres.sync_engine]
         return []
@@ -86,6 +97,7 @@ class Reads:
         if self._url.get_backend_name() == "sqlite":
             if own_pool:
                 self._sqlite = create_sqlite_reader(self._url)
+                self._inline = create_sqlite_reader(self._url, connections=1, busy_timeout_ms=0)
                 self._threads = ThreadPoolExecutor(SQLITE_READERS, thread_name_prefix="toolwire-sqlite-reader")
             return
         size = {"pool_size": read_pool_size(self._engine_options), "max_overflow": 0} if own_pool else {}
@@ -97,7 +109,9 @@ class Reads:
 
     async def close(self) -> None:
         sqlite, threads, postgres, loop = self._sqlite, self._threads, self._postgres, self._loop
-        self._sqlite = self._threads = self._postgres = self._postgres_autocommit = self._loop = None
+        if self._inline is not None:
+            self._inline.dispose()
+        self._sqlite = self._inline = self._threads = self._postgres = self._postgres_autocommit = self._loop = None
         self._fallback = None
         if sqlite is not None and threads is not None:
             def finish_reads() -> None:
@@ -114,6 +128,13 @@ class Reads:
 
     async def select(self, query: Any, params: Mapping[str, Any] | None = None) -> Sequence[Row[Any]]:
         """The rows of one SELECT."""
+        if self._inline is not None:
+            try:
+                with self._inline.connect() as here:
+                    return here.execute(query, params).all()
+            except OperationalError as exc:
+                if not _busy(exc):
+                    raise
         if self._sqlite is not None:
             sqlite = self._sqlite
 
@@ -172,6 +193,15 @@ class Reads:
             raise RuntimeError("The store is not open: use `async with SQLStore(...)` or await store.open().")
         # A cancelled caller leaves a read that has started to finish in its thread (it only reads).
         return await asyncio.wrap_future(threads.submit(function))
+
+
+_SQLITE_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes: the low byte of an extended one)
+
+
+def _busy(error: OperationalError) -> bool:
+    """Whether SQLite refused the read for a lock (it would have waited, had the connection been let to)."""
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _SQLITE_BUSY
 
 
 def _call(conn: Connection, read: Callable[..., _T], args: tuple[Any, ...]) -> _T:
