@@ -257,14 +257,15 @@ async def test_refusals_after_other_operations_undo_only_their_own_writes(store:
 async def test_every_write_of_a_chat_is_ordered_by_that_chat(store: SQLStore, monkeypatch: Any) -> None:
     """The writer sorts a batch by the chat each operation locks, so two replicas' batches lock chats in one
     order. A round stored with its usage wraps its rows' insert: it reported no chat, sorted first, and two
-    replicas deadlocked on it."""
-    from toolwire.store._writer import chat_written
+    replicas deadlocked on it. The writes keyed by a run (its journal, its end) sorted first too, though the
+    chat's next run start waits for the run's row they lock."""
+    from toolwire.store._writer import Operation
 
     written: list[str] = []
     write = store.writer.write
 
     async def recording(function: Any, **options: Any) -> Any:
-        written.append(chat_written(function))
+        written.append(Operation(function, None, asyncio.get_running_loop(), chat=options.get("chat")).chat)
         return await write(function, **options)
 
     user = await store.ensure_user("alice")
@@ -272,10 +273,16 @@ async def test_every_write_of_a_chat_is_ordered_by_that_chat(store: SQLStore, mo
     monkeypatch.setattr(store.writer, "write", recording)
     begun = await store.start_run(chat.id, user_message=Message.user("hi"), client_message_id="m", owner="p",
                                   lease_seconds=30)
+    await store.record_journal(begun.run.id, step_message=Message.assistant("hel"))
+    await store.record_step_text(begun.run.id, 1, "hel")
     await store.append_messages(chat.id, [Message.assistant("hello")], run_id=begun.run.id,
                                 usage={"input_tokens": 1})
     await store.append_messages(chat.id, [Message.assistant("again")])
-    assert written == [chat.id, chat.id, chat.id]
+    assert await store.finish_run(begun.run.id, status="completed", usage=None, error=None, steps=1, event_count=3)
+    assert written == [chat.id] * 6
+    # Its end forgets the run; a write of a run the store never saw names no chat, as before.
+    await store.release_lease(begun.run.id, owner="p")
+    assert written[-1] == ""
 
 
 async def test_a_caller_is_resolved_only_after_its_commit(store: SQLStore, db_url: str) -> None:

@@ -73,11 +73,14 @@ keep it to a few ms while a turn boundary of hundreds of chats still commits in 
 class Operation(Generic[_T]):
     """One queued write: its function, then its value or its error once its batch is over."""
 
-    __slots__ = ("after_commit", "error", "finished", "function", "loop", "refusable", "rerun", "value", "woken")
+    __slots__ = ("after_commit", "chat", "error", "finished", "function", "loop", "refusable", "rerun", "value",
+                 "woken")
 
     def __init__(self, function: Callable[[Connection], _T], after_commit: Callable[[_T], None] | None,
-                 loop: asyncio.AbstractEventLoop, *, refusable: bool = False) -> None:
+                 loop: asyncio.AbstractEventLoop, *, refusable: bool = False, chat: str | None = None) -> None:
         self.function = function
+        self.chat = chat if chat is not None else chat_written(function)
+        """The chat whose rows it locks ("" for none): a batch runs its operations in this order."""
         self.refusable = refusable
         """It refuses in the normal course of things: after other operations it runs in a SAVEPOINT."""
         self.loop = loop
@@ -238,17 +241,18 @@ class Writer:
 
     async def write(self, function: Callable[[Connection], _T], *,
                     after_commit: Callable[[_T], None] | None = None, urgent: bool = False,
-                    refusable: bool = False) -> _T:
+                    refusable: bool = False, chat: str | None = None) -> _T:
         """Run `function` in the next batch; its value once committed, or its own exception.
 
         `after_commit(value)` runs on the caller's loop right after the commit, in the batch's order and before
         the next batch's (the store's caches are updated there, so they never go back in time). An `urgent`
         operation goes to the head of the queue: it waits for the batch in flight, never behind the others
         queued (lease renewals: a busy writer must not let the leases of live runs expire). A `refusable`
-        operation is one that refuses in the normal course of things (see the module docstring)."""
+        operation is one that refuses in the normal course of things (see the module docstring). `chat` is the chat
+        whose rows it locks, for one that names none itself (`chat_written`)."""
         if self._thread is None or self._closing:
             raise RuntimeError("The store's writer is not running: open the store first.")
-        operation = Operation(function, after_commit, asyncio.get_running_loop(), refusable=refusable)
+        operation = Operation(function, after_commit, asyncio.get_running_loop(), refusable=refusable, chat=chat)
         if urgent:
             self._queue.appendleft(operation)
         else:
@@ -294,7 +298,7 @@ class Writer:
         # deadlock on them (each deadlock costs PostgreSQL's deadlock_timeout, 1 s, before it aborts one). The
         # sort is stable, so a chat's operations keep the order they came in.
         batch = sorted((self._queue.popleft() for _ in range(count)),
-                       key=lambda operation: chat_written(operation.function))
+                       key=lambda operation: operation.chat)
         self.batches += 1
         self.operations += count
         self.largest = max(self.largest, count)

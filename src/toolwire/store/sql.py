@@ -171,6 +171,9 @@ class SQLStore:
         """Where the reads every chat makes run (`_reads.py`)."""
         self._tokens: Lookups[str, User] = Lookups(lookup_seconds)
         self._chats: Lookups[str, Chat] = Lookups(lookup_seconds)
+        self._run_chats: dict[str, str] = {}
+        """The chat of each run this store started, resumed or saw expire (most recent `_RUN_CHATS_KEPT`): a write
+        keyed by its run is ordered in its batch by that chat (`_write`)."""
 
     def __repr__(self) -> str:
         return f"SQLStore({redacted_url(self.url)!r})"
@@ -288,11 +291,27 @@ class SQLStore:
 
     async def _write(self, operation: Callable[[Connection], _T], *,
                      after_commit: Callable[[_T], None] | None = None, urgent: bool = False,
-                     refusable: bool = False) -> _T:
+                     refusable: bool = False, run_id: str | None = None) -> _T:
         """`operation` committed by the writer (in a batch with whatever else is queued); `refusable`: see
-        `Writer.write`."""
+        `Writer.write`. An operation keyed by `run_id` (it names no chat) is ordered by its run's chat: it locks
+        the run's row, which the chat's next run start waits for (the one active run per chat is a unique index),
+        and sorted apart from its chat it took its locks out of the order two replicas' batches agree on."""
         self.engine  # noqa: B018 - raises when the store is not open
-        return await self.writer.write(operation, after_commit=after_commit, urgent=urgent, refusable=refusable)
+        chat = self._run_chats.get(run_id) if run_id is not None else None
+        return await self.writer.write(operation, after_commit=after_commit, urgent=urgent, refusable=refusable,
+                                       chat=chat)
+
+    def _knows(self, run: Run) -> Run:
+        """Note the run's chat (for `_write`); returns the run."""
+        kept = self._run_chats
+        if run.id not in kept and len(kept) >= _RUN_CHATS_KEPT:
+            del kept[next(iter(kept))]
+        kept[run.id] = run.chat_id
+        return run
+
+    def _forgets(self, run_id: str, value: _T) -> _T:
+        self._run_chats.pop(run_id, None)
+        return value
 
     async def _run_batch(self, batch: Sequence[Operation[Any]]) -> None:
         """On the writer's own loop (see `_writer.py`): SQLite's whole transaction on the writer's `sqlite3`
@@ -491,6 +510,7 @@ class SQLStore:
                 after_commit=self._chats_put_second, refusable=True)
         except Earlier as earlier:
             return earlier.start
+        self._knows(start.run)
         return start
 
     @_shielded
@@ -503,6 +523,7 @@ class SQLStore:
                 refusable=True)
         except Earlier as earlier:
             return earlier.start
+        self._knows(start.run)
         return start
 
     # -- branches ----------------------------------------------------------------------------
@@ -532,6 +553,7 @@ class SQLStore:
         resumption, _ = await self._write(partial(self._writes.resume_run, chat_id=chat_id, decisions=decisions,
                                                   owner=owner, lease_seconds=lease_seconds),
                                           after_commit=self._chats_put_second, refusable=True)
+        self._knows(resumption.run)
         return resumption
 
     @_shielded
@@ -579,21 +601,23 @@ class SQLStore:
 
     @_shielded
     async def record_step_text(self, run_id: str, step: int, text: str) -> None:
-        await self._write(partial(Writes.record_step_text, run_id=run_id, step=step, text=text))
+        await self._write(partial(Writes.record_step_text, run_id=run_id, step=step, text=text), run_id=run_id)
 
     @_shielded
     async def record_step_message(self, run_id: str, message: Message) -> None:
-        await self._write(partial(Writes.record_step_message, run_id=run_id, message_json=message.to_json().decode()))
+        await self._write(partial(Writes.record_step_message, run_id=run_id, message_json=message.to_json().decode()),
+                          run_id=run_id)
 
     @_shielded
     async def record_tool_call(self, run_id: str, call: ToolCallPart) -> None:
         await self._write(partial(self._writes.record_tool_call, run_id=run_id, call_id=call.id,
-                                  call_json=call_adapter.dump_json(call).decode(), now=utc_now()))
+                                  call_json=call_adapter.dump_json(call).decode(), now=utc_now()), run_id=run_id)
 
     @_shielded
     async def record_tool_result(self, run_id: str, result: ToolResultPart) -> None:
         await self._write(partial(self._writes.record_tool_result, run_id=run_id, call_id=result.call_id,
-                                  result_json=result_adapter.dump_json(result).decode(), now=utc_now()))
+                                  result_json=result_adapter.dump_json(result).decode(), now=utc_now()),
+                          run_id=run_id)
 
     @_shielded
     async def record_journal(self, run_id: str, *, calls: Sequence[ToolCallPart] = (),
@@ -602,19 +626,22 @@ class SQLStore:
             self._writes.record_journal, run_id=run_id,
             calls=[(call.id, call_adapter.dump_json(call).decode()) for call in calls],
             results=[(result.call_id, result_adapter.dump_json(result).decode()) for result in results],
-            step_message=step_message.to_json().decode() if step_message is not None else None, now=utc_now()))
+            step_message=step_message.to_json().decode() if step_message is not None else None, now=utc_now()),
+            run_id=run_id)
 
     @_shielded
     async def pause_run(self, run_id: str, *, state_json: str, pending: Sequence[tuple[str, ToolCallPart]],
                         usage: Mapping[str, Any] | None, steps: int, event_count: int | None) -> bool:
-        return await self._write(partial(self._writes.pause_run, run_id=run_id, state_json=state_json,
-                                         pending=pending, usage=usage, steps=steps, event_count=event_count))
+        return self._forgets(run_id, await self._write(partial(
+            self._writes.pause_run, run_id=run_id, state_json=state_json, pending=pending, usage=usage, steps=steps,
+            event_count=event_count), run_id=run_id))
 
     @_shielded
     async def finish_run(self, run_id: str, *, status: RunStatus, usage: Mapping[str, Any] | None,
                          error: Mapping[str, Any] | None, steps: int, event_count: int | None) -> bool:
-        return await self._write(partial(Writes.close_run, run_id=run_id, status=status, usage=usage, error=error,
-                                         steps=steps, event_count=event_count))
+        return self._forgets(run_id, await self._write(partial(
+            Writes.close_run, run_id=run_id, status=status, usage=usage, error=error, steps=steps,
+            event_count=event_count), run_id=run_id))
 
     # -- queued runs (double texting, `_queue.py`) ---------------------------------------------
 
@@ -639,6 +666,8 @@ class SQLStore:
             return None
         promoted, _ = await self._write(partial(promote, self._writes, chat_id=chat_id, owner=owner,
                                                 lease_seconds=lease_seconds), after_commit=self._chats_put_second)
+        if promoted is not None:
+            self._knows(promoted.start.run)
         return promoted
 
     @_shielded
@@ -677,12 +706,13 @@ class SQLStore:
     async def expired_runs(self) -> list[Run]:
         query = select(*_RUN_COLUMNS).where(runs.c.status == "running",
                                             func.coalesce(runs.c.lease_expires_at, 0.0) < time.time())
-        return [run_from(row) for row in await self._select(query)]
+        return [self._knows(run_from(row)) for row in await self._select(query)]
 
     @_shielded
     async def recover_run(self, run_id: str, *, owner: str, lease_seconds: float) -> Recovered | None:
         recovered = await self._write(partial(self._writes.recover_run, run_id=run_id, owner=owner,
-                                              lease_seconds=lease_seconds), after_commit=self._chats_put_second)
+                                              lease_seconds=lease_seconds), after_commit=self._chats_put_second,
+                                      run_id=run_id)
         return recovered[0] if recovered is not None else None
 
     @_shielded
@@ -690,12 +720,13 @@ class SQLStore:
                             continue_limit: int) -> Continued | Recovered | None:
         taken = await self._write(partial(self._writes.take_over_run, run_id=run_id, owner=owner,
                                           lease_seconds=lease_seconds, continue_limit=continue_limit),
-                                  after_commit=self._chats_put_second)
+                                  after_commit=self._chats_put_second, run_id=run_id)
         return taken[0] if taken is not None else None
 
     @_shielded
     async def release_lease(self, run_id: str, *, owner: str) -> bool:
-        return await self._write(partial(Writes.release_lease, run_id=run_id, owner=owner))
+        return self._forgets(run_id, await self._write(partial(Writes.release_lease, run_id=run_id, owner=owner),
+                                                       run_id=run_id))
 
     @_shielded
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
@@ -703,6 +734,9 @@ class SQLStore:
                                          conversation_id=conversation_id))
 
 
+_RUN_CHATS_KEPT = 10_000
+"""Runs whose chat a store keeps for ordering writes (far more than a process runs at once; a run forgotten early
+only loses that ordering)."""
 _USER_FOR_TOKEN = (select(users.c.id, users.c.name).join(api_tokens, api_tokens.c.user_id == users.c.id)
                    .where(api_tokens.c.token_hash == bindparam("b_hash"), api_tokens.c.revoked_at.is_(None)))
 _CHAT_BY_ID = select(chats).where(chats.c.id == bindparam("b_chat"))
