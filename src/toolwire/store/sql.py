@@ -160,6 +160,8 @@ class SQLStore:
         """The PostgreSQL writer's engine: its connection is made and used on the writer's own loop only."""
         self._read_engine: AsyncEngine | None = None
         self._write_engine: Engine | None = None
+        self._write_connection: Connection | None = None
+        """The SQLite writer's one connection, kept from batch to batch (see `_run_batch`)."""
         self._sqlite = self.url.get_backend_name() == "sqlite"
         self._writes = Writes(self.dialect)
         self.health = StoreHealth()
@@ -259,6 +261,9 @@ class SQLStore:
         async def dispose_on_writer_loop() -> None:  # after the writes queued were committed
             postgres_writer, write_engine = self._postgres_writer, self._write_engine
             self._postgres_writer = self._write_engine = None
+            if self._write_connection is not None:
+                connection, self._write_connection = self._write_connection, None
+                connection.close()
             if postgres_writer is not None:
                 await postgres_writer.dispose()
             if write_engine is not None:
@@ -317,8 +322,14 @@ class SQLStore:
         """On the writer's own loop (see `_writer.py`): SQLite's whole transaction on the writer's `sqlite3`
         connection, PostgreSQL's through the writer's asyncpg connection."""
         if self._write_engine is not None:
-            with self._write_engine.connect() as conn:
-                run_batch(conn, batch)
+            # One connection from batch to batch: checking one out of the pool and back for each batch was a
+            # seventh of the writer's Python time (py-spy). A batch that fails invalidates it; the next gets a new one.
+            kept = self._write_connection
+            if kept is None or kept.invalidated or kept.closed:
+                if kept is not None:
+                    kept.close()
+                kept = self._write_connection = self._write_engine.connect()
+            run_batch(kept, batch)
             return
         if self._postgres_writer is None:
             raise RuntimeError("The store is not open: use `async with SQLStore(...)` or await store.open().")
