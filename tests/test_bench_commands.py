@@ -34,10 +34,17 @@ def test_the_branches_bench_runs_on_sqlite() -> None:
 
 
 def test_the_wakeups_bench_counts_a_servers_callbacks() -> None:
-    done = subprocess.run([sys.executable, "-m", "bench.side_by_side.wakeups", "--chats", "2", "--interval", "0.05"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, "-m", "bench.side_by_side.wakeups", "--chats", "2", "--interval", "0.05",
+                           "--by-callback", "5"], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
-    last = done.stdout.strip().splitlines()[-1]
+    lines = done.stdout.strip().splitlines()
+    last = lines[-1]
     assert last.startswith("this tree (median of 1): callbacks_per_delta "), done.stdout
     per_delta = float(last.split("callbacks_per_delta ")[1].split(",")[0])
     assert 0 < per_delta < 50, done.stdout  # counted (the server's hook ran), and per delta, not per chat
+    # By name: five per pass, most run first, the chat's tasks among them.
+    for pass_name in ("long", "short"):
+        start = lines.index(f"this tree, {pass_name} pass: callbacks per chat by name (the 5 most run)")
+        listed = [float(line.split()[0]) for line in lines[start + 1:start + 6]]
+        assert len(listed) == 5 and listed == sorted(listed, reverse=True) and listed[-1] > 0, done.stdout
+    assert any(" task " in line and ">" in line for line in lines), done.stdout

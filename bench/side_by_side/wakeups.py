@@ -11,13 +11,19 @@ its CPU time when sent SIGUSR1. A pass of N chats of 40 deltas and a pass of N c
 time, so as many at once) give the line through the two: callbacks and CPU ms per delta, and the fixed part per
 chat. The count does not depend on how busy the machine is (the CPU does); a delta that several tasks hand on to
 one another costs a callback per hand-off. With `--before SRC`, a server from that tree runs the same passes
-right after this tree's, `--rounds` times in turn.
+right after this tree's, `--rounds` times in turn. `--by-callback N` also lists, per chat of each pass, the N
+callbacks run most often (a task's steps by the coroutines they resume, other callbacks by name): wake-ups
+of the loop from other threads (`_read_from_self`) and the tasks a chat keeps busy show there.
+
+    .venv/bin/python -m bench.side_by_side.wakeups --chats 50 --by-callback 25
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import json
 import os
 import signal
 import statistics
@@ -34,7 +40,8 @@ COUNTING = Path(__file__).parent / "_counting"
 
 
 def snapshot(pid: int, counts: Path) -> tuple[int, float]:
-    """The server's callbacks so far and its CPU seconds (it writes them when sent SIGUSR1)."""
+    """The server's callbacks so far and its CPU seconds (it writes them when sent SIGUSR1, after the callbacks by
+    name when it counts those: `names`)."""
     before = counts.stat().st_mtime_ns if counts.exists() else 0
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + 10
@@ -46,8 +53,16 @@ def snapshot(pid: int, counts: Path) -> tuple[int, float]:
     return int(count), float(cpu)
 
 
-def one_server(src: Path | None, args: argparse.Namespace) -> dict[str, float]:
-    """Warm-up, then the long and the short pass on a fresh model process and server; the line through them."""
+def names(counts: Path) -> collections.Counter[str]:
+    """The callbacks by name as of the last snapshot (empty when the server does not count them)."""
+    written = counts.with_name(counts.name + ".names")
+    return collections.Counter(json.loads(written.read_text())) if written.exists() else collections.Counter()
+
+
+def one_server(src: Path | None, args: argparse.Namespace,
+               by_name: dict[str, collections.Counter[str]] | None = None) -> dict[str, float]:
+    """Warm-up, then the long and the short pass on a fresh model process and server; the line through them.
+    With `by_name`, each pass's callbacks by name, per chat, go there (under the pass's name)."""
     with tempfile.TemporaryDirectory(prefix="toolwire-wakeups-") as temp:
         folder = Path(temp)
         counts = folder / "counts"
@@ -57,11 +72,14 @@ def one_server(src: Path | None, args: argparse.Namespace) -> dict[str, float]:
                                 {**os.environ, "PYTHONPATH": str(REPO)})
         os.environ["PYTHONPATH"] = str(COUNTING)  # (start_servers adds it to the server's own)
         os.environ["TOOLWIRE_BENCH_COUNTS"] = str(counts)
+        if by_name is not None:
+            os.environ["TOOLWIRE_BENCH_CALLBACK_NAMES"] = "1"
         try:
             [server] = start_servers(1, folder, str(folder / "bench.db"), int(found.group(1)), None,
                                      extra=["--tools", TOOLS_MODULE, "--max-steps", "5"], src=src)
         finally:
             del os.environ["PYTHONPATH"], os.environ["TOOLWIRE_BENCH_COUNTS"]
+            os.environ.pop("TOOLWIRE_BENCH_CALLBACK_NAMES", None)
         try:
             pid = server.process.pid
             short_interval = args.interval * 40 / 4
@@ -71,8 +89,14 @@ def one_server(src: Path | None, args: argparse.Namespace) -> dict[str, float]:
                                                            ("short", args.chats, 1, 1, short_interval)]:
                 outcome = Outcome("toolwire-sqlite", chats, events, deltas, interval)
                 count, cpu = snapshot(pid, counts)
+                named = names(counts)
                 asyncio.run(exercise(KINDS["toolwire-sqlite"], [server], args, outcome))
                 count_after, cpu_after = snapshot(pid, counts)
+                if by_name is not None:
+                    pass_names = names(counts)
+                    pass_names.subtract(named)
+                    by_name[name] = collections.Counter({key: value / chats for key, value in pass_names.items()
+                                                         if value > 0})
                 if outcome.errors or outcome.stuck or outcome.lost:
                     raise RuntimeError(f"{name} pass: {outcome.stuck} stuck, {outcome.lost} lost, {outcome.errors[:3]}")
                 passes[name] = ((count_after - count) / chats, (cpu_after - cpu) * 1000 / chats)
@@ -92,6 +116,8 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between a chat's deltas")
     parser.add_argument("--ramp-rate", type=float, default=100.0, help="chats started per second")
     parser.add_argument("--grace", type=float, default=30.0, help="seconds a chat may run late before it is stuck")
+    parser.add_argument("--by-callback", type=int, default=0, metavar="N",
+                        help="also list the N callbacks run most per chat in each pass (of the last round)")
     args = parser.parse_args()
     trees: list[tuple[str, Path | None]] = [("this tree", None)]
     if args.before is not None:
@@ -99,8 +125,14 @@ def main() -> None:
     found: dict[str, list[dict[str, float]]] = {label: [] for label, _ in trees}
     for round_ in range(args.rounds):
         for label, src in trees:
-            row = one_server(src, args)
+            by_name: dict[str, collections.Counter[str]] | None = {} if args.by_callback else None
+            row = one_server(src, args, by_name)
             found[label].append(row)
+            if by_name is not None and round_ == args.rounds - 1:
+                for pass_name in ("long", "short"):
+                    print(f"{label}, {pass_name} pass: callbacks per chat by name (the {args.by_callback} most run)")
+                    for key, value in by_name[pass_name].most_common(args.by_callback):
+                        print(f"  {value:8.2f}  {key}")
             print(f"round {round_ + 1}, {label}: load average {os.getloadavg()[0]:.1f}; "
                   + ", ".join(f"{key} {value:.3f}" for key, value in row.items()), flush=True)
     for label, rows in found.items():
