@@ -161,3 +161,35 @@ async def test_a_one_statement_read_sqlite_answers_busy_waits_on_a_reader_thread
         with pytest.raises(Exception, match="disk I/O error"):
             await store.user_for_token("token-a")
         event.remove(inline, "before_cursor_execute", fail)
+
+
+async def test_a_one_statement_read_whose_connection_another_thread_holds_goes_to_a_reader_thread(
+        tmp_path: Path) -> None:
+    # Two event loops in two threads sharing one store: the loop's own read connection is in use by the other
+    # thread at this moment; the read must neither wait for it (blocking this loop) nor fail.
+    import threading
+    import time
+
+    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}", lookup_seconds=0)
+    async with store:
+        user = await store.ensure_user("alice")
+        await store.add_token(user.id, "token-a")
+        inline = store.read_engines[-1]
+        taken, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with inline.connect():
+                taken.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            assert taken.wait(5)
+            began = time.monotonic()
+            found = await store.user_for_token("token-a")
+            assert time.monotonic() - began < 3  # the holder keeps the connection for 10 s
+            assert found is not None and found.name == "alice"
+        finally:
+            release.set()
+            holder.join()

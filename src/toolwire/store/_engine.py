@@ -217,7 +217,8 @@ SQLITE_READERS = 4
 """Connections (and worker threads) of a SQLite store's reads: WAL lets them read alongside the writer."""
 
 
-def create_sqlite_reader(url: URL, *, connections: int = SQLITE_READERS, busy_timeout_ms: int = 30_000) -> Engine:
+def create_sqlite_reader(url: URL, *, connections: int = SQLITE_READERS, busy_timeout_ms: int = 30_000,
+                         pool_timeout: float = 30.0) -> Engine:
     """The synchronous engine of a SQLite store's one-statement reads: each read is one hop to a worker thread that
     runs the statement and fetches its rows there (through aiosqlite, every execute, fetch, pool check-in and
     rollback was a hop of its own). At most `SQLITE_READERS` run at once (the reader threads, `_reads.py`), so a
@@ -226,7 +227,7 @@ def create_sqlite_reader(url: URL, *, connections: int = SQLITE_READERS, busy_ti
     # No rollback when a connection goes back to the pool: a one-statement read opens no transaction, and a read
     # of several ends its own (`SQLStore._read_many`).
     engine = create_engine(url.set(drivername="sqlite"), pool_size=connections, max_overflow=0,
-                           pool_reset_on_return=None,
+                           pool_timeout=pool_timeout, pool_reset_on_return=None,
                            connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
                            execution_options={SINGLE_READ_OPTION: True})
     _set_up_sqlite(engine, busy_timeout_ms=busy_timeout_ms)

@@ -13,8 +13,8 @@ else waits:
   cost far more than it saved: on a 2-core VM one hop there and back is ~170 us of CPU (a wake-up of a sleeping
   thread, then of the loop through its self-pipe), and a reader thread needing the GIL back from the busy loop
   after each sqlite3 call traded it back and forth dozens of times per read (`futex`, counted with strace). When
-  SQLite does answer busy (another process holds the database exclusively, a WAL being recovered), the read goes
-  to the reader threads below, which wait for the lock as every other read does.
+  SQLite does answer busy (another process holds the database exclusively, a WAL being recovered), or a loop in
+  another thread is reading on that connection, the read goes to the reader threads below, which wait.
 - SQLite, a read of several statements (`many`: a run's history): on reader connections of their own
   (`create_sqlite_reader`), one per thread of a `ThreadPoolExecutor`. A read is handed to the first thread free,
   which goes on to the next as soon as it is done; the result comes back to the caller's loop by
@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._engine import (
@@ -97,7 +97,8 @@ class Reads:
         if self._url.get_backend_name() == "sqlite":
             if own_pool:
                 self._sqlite = create_sqlite_reader(self._url)
-                self._inline = create_sqlite_reader(self._url, connections=1, busy_timeout_ms=0)
+                # Never waits: neither for a lock (busy) nor for its one connection (another thread reading on it).
+                self._inline = create_sqlite_reader(self._url, connections=1, busy_timeout_ms=0, pool_timeout=0)
                 self._threads = ThreadPoolExecutor(SQLITE_READERS, thread_name_prefix="toolwire-sqlite-reader")
             return
         size = {"pool_size": read_pool_size(self._engine_options), "max_overflow": 0} if own_pool else {}
@@ -135,6 +136,8 @@ class Reads:
             except OperationalError as exc:
                 if not _busy(exc):
                     raise
+            except PoolTimeout:  # a loop in another thread is reading on it this moment
+                pass
         if self._sqlite is not None:
             sqlite = self._sqlite
 
