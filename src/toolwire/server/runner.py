@@ -258,12 +258,15 @@ class Runner:
         outcome = _Outcome()
         try:
             with anyio.CancelScope() as scope:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._cancel_when_asked, scope)
-                    try:
-                        await self._agent_phase(outcome)
-                    finally:
-                        tg.cancel_scope.cancel()
+                # Asked to stop: the scope is cancelled by the watch itself (a task waiting for it cost every run a
+                # task of its own, and its cancellation at the end).
+                self.watch.on_fire = partial(self._stop, scope)
+                if self.watch.cancelled.is_set():
+                    self._stop(scope)
+                try:
+                    await self._agent_phase(outcome)
+                finally:
+                    self.watch.on_fire = None
             if scope.cancelled_caught:
                 outcome.cancelled = self.watch.reason
             if outcome.cancelled == "handover" and not self.memory.answered:
@@ -358,8 +361,7 @@ class Runner:
                            self.chat_id, status, extra=self._ids())
             return
 
-    async def _cancel_when_asked(self, scope: anyio.CancelScope) -> None:
-        await self.watch.cancelled.wait()
+    def _stop(self, scope: anyio.CancelScope) -> None:
         if self.watch.reason == "handover":
             self.memory.frozen = True  # before the agent sees the cancellation (see `RunMemory.frozen`)
         scope.cancel()

@@ -9,6 +9,7 @@ same two calls.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import anyio
@@ -35,18 +36,22 @@ class RunSignals(Protocol):
 
 
 class RunWatch:
-    """What a running run listens to: set once when it is asked to stop."""
+    """What a running run listens to: set once when it is asked to stop. `on_fire`, when set, is called then
+    (on the loop that fires it): the run stops its work from there, with no task of its own waiting."""
 
-    __slots__ = ("cancelled", "reason")
+    __slots__ = ("cancelled", "on_fire", "reason")
 
     def __init__(self) -> None:
         self.cancelled = anyio.Event()
         self.reason: CancelReason = "cancel"
+        self.on_fire: Callable[[], object] | None = None
 
     def fire(self, reason: CancelReason) -> None:
         if not self.cancelled.is_set():
             self.reason = reason
             self.cancelled.set()
+            if self.on_fire is not None:
+                self.on_fire()
 
 
 class LocalSignals:
