@@ -7,8 +7,9 @@ statements noted:
   before), and the active leaf still follows the run (the messages route shows the whole answer);
 - a chat's first run takes its history (the one row its start wrote) without reading it back; a later run
   reads its branch, and the model sees the same messages either way;
-- on SQLite nothing of the run goes through aiosqlite: its history, the queue checks at its start and end are
-  each one hop to a reader thread (through aiosqlite each statement, fetch, `BEGIN` and rollback was a hop).
+- on SQLite nothing of the run goes through aiosqlite: the queue checks at its start and end run on the loop,
+  a history read is one hop to a reader thread (through aiosqlite each statement, fetch, `BEGIN` and rollback was a
+  hop).
 """
 
 from __future__ import annotations
