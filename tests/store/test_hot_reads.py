@@ -9,17 +9,33 @@ waits for a lock, and goes to the reader threads when SQLite answers busy.
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 import pytest
+from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
 
 from toolwire.messages import Message
-from toolwire.store import SQLStore
+from toolwire.store import SQLStore, User
 from toolwire.store._reads import _busy
 
 pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def alice_on_sqlite(folder: Path) -> AsyncIterator[tuple[SQLStore, User]]:
+    """A SQLite store with no lookup cache (every lookup reads), and its user alice, whose token is `token-a`."""
+    async with SQLStore(f"sqlite:///{folder / 'app.db'}", lookup_seconds=0) as store:
+        user = await store.ensure_user("alice")
+        await store.add_token(user.id, "token-a")
+        yield store, user
 
 
 async def test_reads_do_not_wait_for_the_pool_or_fail_on_its_timeout(tmp_path: Path) -> None:
@@ -50,10 +66,6 @@ async def test_reads_go_on_while_the_event_loop_is_busy(db_url: str) -> None:
     # streaming), run starts queued by the hundreds for reads that took microseconds (and on PostgreSQL timed out
     # waiting for the pool). The reads now run at once when their task runs (SQLite: on the loop, on a connection
     # of their own) or on a loop of their own (PostgreSQL).
-    import time
-
-    from sqlalchemy import event
-
     store = SQLStore(db_url, lookup_seconds=0)
     async with store:
         user = await store.ensure_user("alice")
@@ -83,14 +95,7 @@ async def test_reads_go_on_while_the_event_loop_is_busy(db_url: str) -> None:
 
 async def test_one_statement_reads_on_sqlite_run_on_the_loop_and_reads_of_several_on_reader_threads(
         tmp_path: Path) -> None:
-    import threading
-
-    from sqlalchemy import event
-
-    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}", lookup_seconds=0)
-    async with store:
-        user = await store.ensure_user("alice")
-        await store.add_token(user.id, "token-a")
+    async with alice_on_sqlite(tmp_path) as (store, user):
         chat = await store.create_chat(user.id, "a chat")
         start = await store.start_run(chat.id, user_message=Message.user("hello"), client_message_id="c-1",
                                       owner="proc", lease_seconds=30)
@@ -115,12 +120,6 @@ async def test_a_one_statement_read_sqlite_answers_busy_waits_on_a_reader_thread
         tmp_path: Path) -> None:
     # A real busy answer from SQLite (a database file another connection holds exclusively) is what the read on
     # the loop gets the first time; the read then goes to a reader thread, whose connection waits for locks.
-    import sqlite3
-    import threading
-
-    from sqlalchemy import event
-    from sqlalchemy.exc import OperationalError
-
     holder = sqlite3.connect(tmp_path / "held.db", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
@@ -131,10 +130,7 @@ async def test_a_one_statement_read_sqlite_answers_busy_waits_on_a_reader_thread
     assert _busy(OperationalError("SELECT 1", {}, busy))
     assert not _busy(OperationalError("SELECT 1", {}, sqlite3.OperationalError("no such table: chats")))
 
-    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}", lookup_seconds=0)
-    async with store:
-        user = await store.ensure_user("alice")
-        await store.add_token(user.id, "token-a")
+    async with alice_on_sqlite(tmp_path) as (store, _):
         inline = store.read_engines[-1]
         refused: list[str] = []
 
@@ -167,13 +163,7 @@ async def test_a_one_statement_read_whose_connection_another_thread_holds_goes_t
         tmp_path: Path) -> None:
     # Two event loops in two threads sharing one store: the loop's own read connection is in use by the other
     # thread at this moment; the read must neither wait for it (blocking this loop) nor fail.
-    import threading
-    import time
-
-    store = SQLStore(f"sqlite:///{tmp_path / 'app.db'}", lookup_seconds=0)
-    async with store:
-        user = await store.ensure_user("alice")
-        await store.add_token(user.id, "token-a")
+    async with alice_on_sqlite(tmp_path) as (store, _):
         inline = store.read_engines[-1]
         taken, release = threading.Event(), threading.Event()
 

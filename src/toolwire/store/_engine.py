@@ -219,11 +219,12 @@ SQLITE_READERS = 4
 
 def create_sqlite_reader(url: URL, *, connections: int = SQLITE_READERS, busy_timeout_ms: int = 30_000,
                          pool_timeout: float = 30.0) -> Engine:
-    """The synchronous engine of a SQLite store's one-statement reads: each read is one hop to a worker thread that
-    runs the statement and fetches its rows there (through aiosqlite, every execute, fetch, pool check-in and
-    rollback was a hop of its own). At most `SQLITE_READERS` run at once (the reader threads, `_reads.py`), so a
-    read waits for a thread, never for a pool timeout. The reads made on the event loop itself use one connection
-    that never waits for a lock (`busy_timeout_ms=0`, see `_reads.py`)."""
+    """The synchronous engine of a SQLite store's hot reads (`_reads.py`). The reader threads' engine: each read is
+    one hop to a worker thread that runs its statements and fetches their rows there (through aiosqlite, every
+    execute, fetch, pool check-in and rollback was a hop of its own); at most `SQLITE_READERS` run at once, so a
+    read waits for a thread, never for a pool timeout. The engine of the one-statement reads made on the event loop
+    itself: one connection that never waits, for a lock or for the connection (`busy_timeout_ms=0`,
+    `pool_timeout=0`)."""
     # No rollback when a connection goes back to the pool: a one-statement read opens no transaction, and a read
     # of several ends its own (`SQLStore._read_many`).
     engine = create_engine(url.set(drivername="sqlite"), pool_size=connections, max_overflow=0,
