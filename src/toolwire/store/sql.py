@@ -29,7 +29,7 @@ import functools
 import hashlib
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from functools import partial
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -162,6 +162,8 @@ class SQLStore:
         self._write_engine: Engine | None = None
         self._write_connection: Connection | None = None
         """The SQLite writer's one connection, kept from batch to batch (see `_run_batch`)."""
+        self._postgres_connection: AsyncConnection | None = None
+        """The PostgreSQL writer's one connection, kept from batch to batch in the same way."""
         self._sqlite = self.url.get_backend_name() == "sqlite"
         self._writes = Writes(self.dialect)
         self.health = StoreHealth()
@@ -264,6 +266,10 @@ class SQLStore:
             if self._write_connection is not None:
                 connection, self._write_connection = self._write_connection, None
                 connection.close()
+            if self._postgres_connection is not None:
+                postgres_connection, self._postgres_connection = self._postgres_connection, None
+                with suppress(Exception):  # a connection the database dropped is let go all the same
+                    await postgres_connection.close()
             if postgres_writer is not None:
                 await postgres_writer.dispose()
             if write_engine is not None:
@@ -333,8 +339,17 @@ class SQLStore:
             return
         if self._postgres_writer is None:
             raise RuntimeError("The store is not open: use `async with SQLStore(...)` or await store.open().")
-        async with self._postgres_writer.connect() as conn:
-            await conn.run_sync(run_batch, batch)
+        # Checked out of the pool and back for each batch, a connection cost a reset on its return and the
+        # pool's bookkeeping both ways, in a batch that is often one operation. A connection a failed batch
+        # invalidated is replaced by the next batch, which checks a new one out (pinged while an outage lasts:
+        # `watch_health`).
+        connection = self._postgres_connection
+        if connection is None or connection.invalidated or connection.closed:
+            if connection is not None:
+                with suppress(Exception):
+                    await connection.close()
+            connection = self._postgres_connection = await self._postgres_writer.connect()
+        await connection.run_sync(run_batch, batch)
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[AsyncConnection]:
