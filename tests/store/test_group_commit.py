@@ -475,3 +475,32 @@ async def test_closing_the_store_commits_the_writes_queued_first(db_url: str) ->
         await store.create_chat(user.id, chat_id="late")
     async with SQLStore(db_url, migrate=False) as again:
         assert len(await again.list_chats(user.id)) == 20
+
+
+async def test_the_writer_keeps_one_connection_and_replaces_it_after_a_failed_batch(db_url: str) -> None:
+    # Checking a connection out and back in for every batch was a seventh of the writer's Python time on SQLite,
+    # and on PostgreSQL about 2 ms of CPU per chat (the pool's reset and bookkeeping both ways).
+    async with SQLStore(db_url) as store:
+        user = await store.ensure_user("alice")
+        checkouts = [0]
+
+        def on_checkout(*_args: Any) -> None:
+            checkouts[0] += 1
+
+        event.listen(write_engine(store), "checkout", on_checkout)
+        for index in range(10):  # one at a time: ten batches
+            await store.create_chat(user.id, chat_id=f"before-{index}")
+        assert checkouts[0] == 0  # the connection the first write checked out
+
+        def outage(_conn: Any) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        event.listen(write_engine(store), "commit", outage)
+        with pytest.raises(StoreUnavailable):
+            await store.create_chat(user.id, chat_id="lost")
+        event.remove(write_engine(store), "commit", outage)
+        for index in range(10):
+            await store.create_chat(user.id, chat_id=f"after-{index}")
+        assert checkouts[0] == 1  # a new connection once, after the failed batch invalidated the old one
+        ids = {chat.id for chat in await store.list_chats(user.id)}
+        assert "lost" not in ids and {f"after-{index}" for index in range(10)} <= ids
