@@ -74,8 +74,10 @@ class RunMemory:
 
     def __init__(self, store: Store, *, chat_id: str, run_id: str, policy: ResultPolicy,
                  notify: Callable[[Saved], object], retry_seconds: float = STORE_RETRY_SECONDS,
-                 files: Files | None = None, user_id: str = "", history: list[Message] | None = None) -> None:
+                 files: Files | None = None, user_id: str = "", history: list[Message] | None = None,
+                 storing: Callable[[list[Message]], object] | None = None) -> None:
         self._store = store
+        self._storing = storing
         self._history = history
         self._files = files
         self._user_id = user_id
@@ -120,6 +122,8 @@ class RunMemory:
         if self._files is not None:  # a tool's files become blobs: the row keeps references only
             with anyio.CancelScope(shield=True):
                 safe = await keep_result_files(safe, self._files, user_id=self._user_id, chat_id=self.chat_id)
+        if self._storing is not None:
+            self._storing(safe)
         try:
             with anyio.CancelScope(shield=True):
                 usage = usage_dict(self.usage()) if self.usage is not None else None

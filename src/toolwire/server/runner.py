@@ -188,9 +188,12 @@ class Runner:
         """Entries numbered and not yet appended to the log (appended in order, every one, by `_flush`)."""
         self._journal = Journal(self._write_journal)
         self._stored_calls: set[str] = set()
-        """Ids of the calls whose round is committed: their journal entries are no longer written (recovery leaves
-        a committed round's calls alone), so a round the agent stores before the journal task gets to it is written
-        once, not twice."""
+        """Ids of the calls whose round is committed or on its way to the store: their journal entries are no longer
+        written (recovery leaves a committed round's calls alone), so a round the agent stores before the journal task
+        gets to it is written once, not twice. A round's results reach the journal task after the agent has handed
+        the round to the store (the agent goes on before the consumer takes their events), so with fast tools the
+        results were a write of their own, committed a batch before or after the round that holds them. If the
+        round's write fails, the run keeps it (`RunMemory.unsaved`) and writes it at its end."""
         self._awaiting: list[Message] | None = None
         self._step: int | None = None
         self._steps = 0
@@ -204,7 +207,8 @@ class Runner:
         self._committed: list[Message] = []
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy, notify=self._saved,
-                                retry_seconds=retry_seconds, files=files, user_id=user.id, history=history)
+                                retry_seconds=retry_seconds, files=files, user_id=user.id, history=history,
+                                storing=self._storing)
         self._text: list[str] = []
         """The text the open step streamed so far, and when and how far it was last checkpointed."""
         self._text_size = 0
@@ -226,12 +230,16 @@ class Runner:
                 self._step_message = continued.round.message
                 self._results = list(continued.round.results)
 
-    def _saved(self, saved: Saved) -> None:
-        """A round's rows are committed (called by the memory, in the agent's task, right after the commit)."""
-        for message in saved.messages:
+    def _storing(self, messages: list[Message]) -> None:
+        """A round goes to the store (called by the memory, in the agent's task, before the write is queued)."""
+        for message in messages:
             for part in message.parts:
                 if isinstance(part, (ToolCallPart, InvalidToolCallPart)):
                     self._stored_calls.add(part.id)
+
+    def _saved(self, saved: Saved) -> None:
+        """A round's rows are committed (called by the memory, in the agent's task, right after the commit)."""
+        self._storing(saved.messages)
         self._channel.put(saved)
 
     async def _write_journal(self, calls: list[ToolCallPart], results: list[ToolResultPart],
