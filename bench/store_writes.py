@@ -3,12 +3,16 @@
     python -m bench.store_writes                       # 50 chats on SQLite and on PostgreSQL, then a table
     python -m bench.store_writes --chats 200 --db sqlite
     python -m bench.store_writes --db postgresql://user:pw@host/db
+    python -m bench.store_writes --chats 200 --at-once 1   # one chat at a time: every write a batch of its own
 
 Each of N chats does, all at once, what a chat of the server does to its store (see `server/runner.py` and
 `server/runs.py`): the reads of a request (`user_for_token`, `get_chat`, `active_run`), `start_run`, the
 journal of a tool round (`record_step_message`, two `record_tool_call`, two `record_tool_result`), the round
 (`append_messages`), a second request's reads, the final answer (`append_messages`) and `finish_run`. Calls of
-one chat follow each other, as the runner makes them; the chats run concurrently, as at a turn boundary.
+one chat follow each other, as the runner makes them; the chats run concurrently, as at a turn boundary. With
+`--at-once K`, at most K chats run at a time: with 1, every write is a batch of its own, which is what a server's
+writer mostly sees under a few hundred chats spread over time (bench/side_by_side: 1.1 operations per batch at
+N = 200), so the figure is the fixed cost of each write.
 
 Reported per database: commits/s (write transactions the database committed, counted by a SQLAlchemy
 listener), the p50/p99 time a write call waits until it returns (it returns once committed), the store's CPU
@@ -110,7 +114,7 @@ async def one_chat(store: Any, user: Any, token: str, chat_id: str, index: int, 
                                         steps=2, event_count=40))
 
 
-async def measure(url: str, label: str, chats: int) -> Figures:
+async def measure(url: str, label: str, chats: int, at_once: int | None = None) -> Figures:
     from toolwire.store import SQLStore
 
     figures = Figures(database=label, chats=chats)
@@ -132,8 +136,14 @@ async def measure(url: str, label: str, chats: int) -> Figures:
             event.listen(engine, "commit", on_commit)
             event.listen(engine, "before_cursor_execute", on_statement)
         cpu, wall = time.process_time(), time.perf_counter()
-        outcomes = await asyncio.gather(*(one_chat(store, user, token, chat_id, i, figures)
-                                          for i, chat_id in enumerate(chat_ids)), return_exceptions=True)
+        turns = asyncio.Semaphore(at_once or chats)
+
+        async def in_turn(index: int, chat_id: str) -> None:
+            async with turns:
+                await one_chat(store, user, token, chat_id, index, figures)
+
+        outcomes = await asyncio.gather(*(in_turn(i, chat_id) for i, chat_id in enumerate(chat_ids)),
+                                        return_exceptions=True)
         figures.seconds = time.perf_counter() - wall
         figures.cpu_seconds = time.process_time() - cpu
         for engine in engines:
@@ -153,6 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", action="append", default=None,
                         help="sqlite, postgres (started here) or a database URL; repeatable (both by default)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per database, each on a fresh database")
+    parser.add_argument("--at-once", type=int, default=None, metavar="K",
+                        help="chats running at a time (all by default; 1: one after another)")
     args = parser.parse_args(argv)
     targets = args.db or ["sqlite", "postgres"]
     rows: list[Figures] = []
@@ -175,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
                     url, label = cluster.url(cluster.new_database()), "PostgreSQL"
                 else:
                     url, label = target, target.split(":", 1)[0]
-                rows.append(asyncio.run(measure(url, label, args.chats)))
+                rows.append(asyncio.run(measure(url, label, args.chats, args.at_once)))
     print(HEADER)
     for figures in rows:
         print(figures.row())

@@ -18,6 +18,15 @@ def test_the_store_bench_runs_on_sqlite() -> None:
     assert "failed" not in done.stderr, done.stderr
 
 
+def test_the_store_bench_one_chat_at_a_time_commits_each_write_alone() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench.store_writes", "--chats", "4", "--at-once", "1", "--db",
+                           "sqlite"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    cells = [cell.strip() for cell in done.stdout.strip().splitlines()[-1].split("|")[1:-1]]
+    assert cells[:2] == ["SQLite", "4"] and cells[-1] == "0", done.stdout
+    assert cells[2] == cells[3] == "36", done.stdout  # 9 write calls per chat, each its own commit
+
+
 def test_the_model_pool_bench_runs() -> None:
     done = subprocess.run([sys.executable, "-m", "bench.model_pool", "--streams", "8", "--requests", "5", "--shards", "4"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
