@@ -504,3 +504,26 @@ async def test_the_writer_keeps_one_connection_and_replaces_it_after_a_failed_ba
         assert checkouts[0] == 1  # a new connection once, after the failed batch invalidated the old one
         ids = {chat.id for chat in await store.list_chats(user.id)}
         assert "lost" not in ids and {f"after-{index}" for index in range(10)} <= ids
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)  # a SQLite file is not dropped while idle
+async def test_the_postgres_writer_gives_an_idle_connection_back_to_the_pool(db_url: str, monkeypatch: Any) -> None:
+    # The pool's own options (pool_recycle, pool_pre_ping) apply at checkout: a connection kept for hours without a
+    # batch would never meet them.
+    from toolwire.store import sql
+
+    monkeypatch.setattr(sql, "_KEEP_IDLE_SECONDS", 0.3)
+    async with SQLStore(db_url) as store:
+        user = await store.ensure_user("alice")
+        checkouts = [0]
+
+        def on_checkout(*_args: Any) -> None:
+            checkouts[0] += 1
+
+        event.listen(write_engine(store), "checkout", on_checkout)
+        await store.create_chat(user.id, chat_id="busy-1")
+        await store.create_chat(user.id, chat_id="busy-2")
+        assert checkouts[0] == 0
+        await asyncio.sleep(0.5)
+        await store.create_chat(user.id, chat_id="after-a-pause")
+        assert checkouts[0] == 1

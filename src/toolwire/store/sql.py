@@ -164,6 +164,7 @@ class SQLStore:
         """The SQLite writer's one connection, kept from batch to batch (see `_run_batch`)."""
         self._postgres_connection: AsyncConnection | None = None
         """The PostgreSQL writer's one connection, kept from batch to batch in the same way."""
+        self._postgres_used_at = 0.0
         self._sqlite = self.url.get_backend_name() == "sqlite"
         self._writes = Writes(self.dialect)
         self.health = StoreHealth()
@@ -342,13 +343,17 @@ class SQLStore:
         # Checked out of the pool and back for each batch, a connection cost a reset on its return and the
         # pool's bookkeeping both ways, in a batch that is often one operation. A connection a failed batch
         # invalidated is replaced by the next batch, which checks a new one out (pinged while an outage lasts:
-        # `watch_health`).
+        # `watch_health`). So is one left idle for `_KEEP_IDLE_SECONDS`: it goes back to the pool, whose own
+        # options (`pool_recycle`, `pool_pre_ping`) then apply, as they did to every batch before.
         connection = self._postgres_connection
-        if connection is None or connection.invalidated or connection.closed:
+        now = time.monotonic()
+        if connection is None or connection.invalidated or connection.closed or \
+                now - self._postgres_used_at > _KEEP_IDLE_SECONDS:
             if connection is not None:
                 with suppress(Exception):
                     await connection.close()
             connection = self._postgres_connection = await self._postgres_writer.connect()
+        self._postgres_used_at = now
         await connection.run_sync(run_batch, batch)
 
     @asynccontextmanager
@@ -759,6 +764,11 @@ class SQLStore:
         return await self._write(partial(self._writes.claim_resume, state_id=state_id,
                                          conversation_id=conversation_id))
 
+
+_KEEP_IDLE_SECONDS = 30.0
+"""The PostgreSQL writer gives its connection back to the pool after this long without a batch (`_run_batch`): the
+pool's own options (`pool_recycle`, `pool_pre_ping`, for connections that a firewall or a proxy drops while idle)
+then apply to the next batch, as they applied to every batch when each checked its connection out."""
 
 _RUN_CHATS_KEPT = 10_000
 """Runs whose chat a store keeps for ordering writes (far more than a process runs at once; a run forgotten early
