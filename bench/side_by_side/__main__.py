@@ -44,6 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from bench.load.__main__ import (
     REPO,
     RESULTS,
@@ -220,22 +222,35 @@ class ChatSeen:
             self.outcome.errors.append(f"The stream reported a failure: {data[:300]!r}")
 
 
-def request_for(kind: Kind, chat_id: str, number: int, text: str) -> tuple[str, bytes]:
-    """The path and body of chat `number`'s message: toolwire's native request, or what `useChat` posts."""
+def request_for(kind: Kind, chat_id: str | None, number: int, text: str) -> tuple[str, bytes]:
+    """The path and body of chat `number`'s message: toolwire's native request (to the chat `chat_id`, or without one
+    the chat and its first message in one request), or what `useChat` posts."""
     if kind.route == "native":
-        return f"/api/chats/{chat_id}/messages", json.dumps({"client_message_id": f"m-{number}",
-                                                             "text": text}).encode()
+        message = {"client_message_id": f"m-{number}", "text": text}
+        if chat_id is None:
+            return "/api/chats", json.dumps({"message": message}).encode()
+        return f"/api/chats/{chat_id}/messages", json.dumps(message).encode()
     message = {"id": f"m-{number}", "role": "user", "parts": [{"type": "text", "text": text}]}
     return "/api/chat", json.dumps({"id": chat_id, "trigger": "submit-message", "messages": [message]}).encode()
+
+
+async def takes_first_message(server: Server) -> bool:
+    """Whether the server's `POST /api/chats` takes the chat's first message (its OpenAPI document says so)."""
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=30) as client:
+        document = (await client.get("/openapi.json")).json()
+    return "message" in document["components"]["schemas"]["ChatCreate"]["properties"]
 
 
 async def exercise(kind: Kind, servers: list[Server], args: argparse.Namespace, outcome: Outcome) -> None:
     """Start `outcome.chats` chats at the ramp rate and read each to its end or to the deadline."""
     chats, per_chat = outcome.chats, outcome.deltas_per_chat
-    # Creating a chat is part of a chat's cost: toolwire's native route needs it done first, the others
-    # make the chat with its first message.
-    ids = await make_chats(servers[0], chats) if kind.route == "native" else \
-        [f"bench-{number}-{uuid.uuid4().hex[:12]}" for number in range(chats)]
+    # Creating a chat is part of a chat's cost. Every server makes the chat with its first message; a toolwire
+    # from before `POST /api/chats` took a `message` (a `--before` tree) needs the chat made first.
+    ids: list[str | None]
+    if kind.route == "native":
+        ids = [None] * chats if await takes_first_message(servers[0]) else list(await make_chats(servers[0], chats))
+    else:
+        ids = [f"bench-{number}-{uuid.uuid4().hex[:12]}" for number in range(chats)]
     headers = {"Authorization": f"Bearer {TOKEN}"}
     text = f"{PROMPT} {shape_marker(outcome.events, outcome.argument_deltas, outcome.interval)}"
     streams: list[SSEStream] = []

@@ -37,14 +37,6 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class ChatCreate(_Body):
-    """`POST /api/chats`: `title` is optional (a chat without one takes its first message's first line)."""
-
-    title: Text | None = None
-    model: Id | None = Field(None, description="The id of the model the chat's runs use (`GET /api/models`); by "
-                                               "default the server's default model.")
-
-
 class ChatUpdate(_Body):
     """`PATCH /api/chats/{id}`: a new `title`, a new `model` (`null`: the server's default), or both."""
 
@@ -75,6 +67,20 @@ class MessageIn(_Body):
                           "`enqueue` (it runs when the run ends), `interrupt` (the run is cancelled, then it runs) or "
                           "`rollback` (the run is cancelled and the message answers from before its turn, which "
                           "stays on a branch of its own). Default: the server's `--multitask-strategy`.")
+
+
+class ChatCreate(_Body):
+    """`POST /api/chats`: `title` is optional (a chat without one takes its first message's first line); with
+    `message`, the chat's first message is sent in the same request, which then answers as sending it does."""
+
+    title: Text | None = None
+    model: Id | None = Field(None, description="The id of the model the chat's runs use (`GET /api/models`); by "
+                                               "default the server's default model.")
+    message: MessageIn | None = Field(
+        None, description="The chat's first message: the chat is created and the message sent in one request, "
+                          "which answers with the run's events as `POST /api/chats/{chat_id}/messages` does "
+                          "(`X-Chat-Id` and `Location` name the new chat). It takes no `parent_id` other than "
+                          "`root` and no `files` (a new chat has none yet).")
 
 
 class RegenerateIn(_Body):
@@ -166,10 +172,11 @@ def _json(ref: str, description: str = "OK") -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": {"$ref": ref}}}}
 
 
-_SSE = {"description": "The run's events as server-sent events (`id: <cursor>` and `data: <event JSON>`), until "
-                       "`run_finished`. Headers: `Location` (the chat's stream) and `X-Run-Id`.",
-        "headers": {"X-Run-Id": {"schema": {"type": "string"}}, "Location": {"schema": {"type": "string"}}},
-        "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}}
+_SSE: dict[str, Any] = {
+    "description": "The run's events as server-sent events (`id: <cursor>` and `data: <event JSON>`), until "
+                   "`run_finished`. Headers: `Location` (the chat's stream) and `X-Run-Id`.",
+    "headers": {"X-Run-Id": {"schema": {"type": "string"}}, "Location": {"schema": {"type": "string"}}},
+    "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}}
 
 
 def _protocol_paths(op: Callable[..., dict[str, Any]], schemas: dict[str, Any], chat_id: dict[str, Any],
@@ -359,7 +366,13 @@ def openapi_document(*, max_message_chars: int) -> dict[str, Any]:
                    "503": _error_response("Shutting down, or running as many runs as it takes: try again.")}
     paths: dict[str, Any] = {
         "/api/chats": {
-            "post": op("Create a chat", {"201": _json(_REF.format(model="Chat"), "Created")}, body="ChatCreate"),
+            "post": op("Create a chat; with `message`, also send its first message and follow its run",
+                       {"201": _json(_REF.format(model="Chat"), "Created"),
+                        "200": {**_SSE, "description": "With `message`: the first run's events, as sending a "
+                                                       "message answers; `X-Chat-Id` names the new chat.",
+                                "headers": {**_SSE["headers"], "X-Chat-Id": {"schema": {"type": "string"}}}},
+                        **run_started},
+                       body="ChatCreate"),
             "get": op("The caller's chats, newest first", {"200": {"description": "OK", "content": {
                 "application/json": {"schema": {"type": "object", "required": ["chats"], "properties": {
                     "chats": {"type": "array", "items": {"$ref": _REF.format(model="Chat")}}}}}}}}),
