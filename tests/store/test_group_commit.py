@@ -42,6 +42,17 @@ def counting_commits(store: SQLStore) -> Iterator[list[int]]:
         event.remove(write_engine(store), "commit", on_commit)
 
 
+def counting_checkouts(store: SQLStore) -> list[int]:
+    """Counts, from now on, the connections the writer checks out of its pool."""
+    checkouts = [0]
+
+    def on_checkout(*_args: Any) -> None:
+        checkouts[0] += 1
+
+    event.listen(write_engine(store), "checkout", on_checkout)
+    return checkouts
+
+
 @contextmanager
 def slow_commits(store: SQLStore, seconds: float) -> Iterator[None]:
     """Each commit waits `seconds` first: in the writer's thread on SQLite, so the event loop runs meanwhile."""
@@ -482,12 +493,7 @@ async def test_the_writer_keeps_one_connection_and_replaces_it_after_a_failed_ba
     # and on PostgreSQL about 2 ms of CPU per chat (the pool's reset and bookkeeping both ways).
     async with SQLStore(db_url) as store:
         user = await store.ensure_user("alice")
-        checkouts = [0]
-
-        def on_checkout(*_args: Any) -> None:
-            checkouts[0] += 1
-
-        event.listen(write_engine(store), "checkout", on_checkout)
+        checkouts = counting_checkouts(store)
         for index in range(10):  # one at a time: ten batches
             await store.create_chat(user.id, chat_id=f"before-{index}")
         assert checkouts[0] == 0  # the connection the first write checked out
@@ -515,12 +521,7 @@ async def test_the_postgres_writer_gives_an_idle_connection_back_to_the_pool(db_
     monkeypatch.setattr(sql, "_KEEP_IDLE_SECONDS", 0.3)
     async with SQLStore(db_url) as store:
         user = await store.ensure_user("alice")
-        checkouts = [0]
-
-        def on_checkout(*_args: Any) -> None:
-            checkouts[0] += 1
-
-        event.listen(write_engine(store), "checkout", on_checkout)
+        checkouts = counting_checkouts(store)
         await store.create_chat(user.id, chat_id="busy-1")
         await store.create_chat(user.id, chat_id="busy-2")
         assert checkouts[0] == 0
