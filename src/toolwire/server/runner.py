@@ -190,10 +190,11 @@ class Runner:
         self._stored_calls: set[str] = set()
         """Ids of the calls whose round is committed or on its way to the store: their journal entries are no longer
         written (recovery leaves a committed round's calls alone), so a round the agent stores before the journal task
-        gets to it is written once, not twice. A round's results reach the journal task after the agent has handed
-        the round to the store (the agent goes on before the consumer takes their events), so with fast tools the
-        results were a write of their own, committed a batch before or after the round that holds them. If the
-        round's write fails, the run keeps it (`RunMemory.unsaved`) and writes it at its end."""
+        gets to it is written once, not twice. The ids are noted when the round is handed to the store, not when it
+        commits: the agent goes on to store a round before the consumer takes its results' events, so with quick
+        tools the results would otherwise be a write of their own, committed a batch before or after the round
+        that holds them. If the round's write fails, the run keeps it (`RunMemory.unsaved`) and writes it at its
+        end."""
         self._awaiting: list[Message] | None = None
         self._step: int | None = None
         self._steps = 0

@@ -302,7 +302,7 @@ class Writes:
         ]
         # The driver's executemany of the one prepared INSERT (SQLite loops in C; asyncpg pipelines the rows in one
         # round trip): a multi-row VALUES is a new statement for SQLAlchemy each time, whose cache key and
-        # compilation cost about 0.4 ms of Python for a round of two rows.
+        # compilation cost about 0.5 ms of Python for a round of two rows, against 0.08 ms.
         conn.execute(_INSERT_MESSAGE, values[0] if len(values) == 1 else values)
         return rows, chat
 
