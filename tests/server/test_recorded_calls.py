@@ -66,7 +66,10 @@ async def test_a_tool_that_must_not_run_twice_starts_after_its_call_is_committed
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow)
             with anyio.fail_after(30):
-                while "call held" not in store.order:  # noqa: ASYNC110 - what the store noted
+                # An idempotent tool may start, finish and have its round handed to the store before the journal
+                # task gets to the call, which then leaves the call out (the round holds it): no journal write.
+                while "call held" not in store.order and not (  # noqa: ASYNC110 - what the store noted
+                        idempotent and "tool started" in store.order):
                     await anyio.sleep(0.01)
             await anyio.sleep(0.5)  # time for the tool to start, were it to start without the commit
             if idempotent:
@@ -79,8 +82,10 @@ async def test_a_tool_that_must_not_run_twice_starts_after_its_call_is_committed
         assert [e.data["result"]["result"] for e in seen if e.type == "tool_result"] == ["kept"]
         if not idempotent:
             assert store.order == ["call held", "call committed", "tool started"]
-        # The call is journaled once either way (the server's own record of the tool's start adds no second).
-        assert store.order.count("call committed") == 1
+        # The call is journaled once at most (the server's own record of the tool's start adds no second), and once
+        # when the tool waited for it.
+        assert store.order.count("call committed") == store.order.count("call held") <= 1
+        assert store.order.count("call committed") == 1 or idempotent
 
 
 async def test_a_handover_waits_for_a_tool_whose_call_is_committed_before_its_start_is_read(tmp_path: Path) -> None:
