@@ -102,15 +102,18 @@ async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None
     sock.listen(64)
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", ws="none",
                                            timeout_graceful_shutdown=1))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: server.serve(sockets=[sock]))
-        while not server.started:  # noqa: ASYNC110 - uvicorn has no started event
-            await anyio.sleep(0.01)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {IN_PROCESS_TOKEN}"},
-                                     trust_env=False, timeout=30) as client:
-            yield client
-        server.should_exit = True
+    # Closed however the test ends, failed ones included (an unclosed socket's ResourceWarning would fail whichever
+    # test of the worker runs when it is collected).
+    with sock:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: server.serve(sockets=[sock]))
+            while not server.started:  # noqa: ASYNC110 - uvicorn has no started event
+                await anyio.sleep(0.01)
+            url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {IN_PROCESS_TOKEN}"},
+                                         trust_env=False, timeout=30) as client:
+                yield client
+            server.should_exit = True
 
 
 async def test_a_tool_result_reaches_followers_before_its_journal_write_commits_and_run_finished_after(
