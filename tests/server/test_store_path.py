@@ -7,8 +7,6 @@ statements noted:
   before), and the active leaf still follows the run (the messages route shows the whole answer);
 - a chat's first run takes its history (the one row its start wrote) without reading it back; a later run
   reads its branch, and the model sees the same messages either way;
-- a round stored before the journal task gets to its results writes them once, in the round, and not also to the
-  journal (a write of its own in every chat with tools);
 - on SQLite nothing of the run goes through aiosqlite: the queue checks at its start and end run on the loop,
   a history read is one hop to a reader thread (through aiosqlite each statement, fetch, `BEGIN` and rollback was a
   hop).
@@ -79,9 +77,6 @@ async def test_a_chat_moves_the_active_leaf_with_its_numbers_and_reads_in_one_ho
     assert len(chat_updates) == 1 + len(saved), chat_updates
     if db_url.startswith("sqlite"):
         assert pooled_during_the_chat == [], pooled_during_the_chat
-    # The tool's result goes to the store once, in its round: the round was on its way to the store before the
-    # journal task got to the result's event, which it then leaves out (it used to be a write of its own).
-    assert not [s for s in store.writes if "result_json" in s], store.writes
 
 
 async def test_a_chats_first_run_takes_its_history_from_its_start_and_later_runs_read_theirs(

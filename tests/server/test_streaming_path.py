@@ -223,6 +223,35 @@ async def test_a_round_committed_before_the_journal_gets_to_it_is_not_journaled_
     assert len(rounds) == 3  # the user's message, the tool round, the answer
 
 
+class SlowRound(LaggingJournal):
+    """`LaggingJournal` whose journal writes wait only until the run's first round is handed to the store, and
+    whose round then takes half a second to reach the writer: the journal task gets to the round's results while
+    the round is on its way, not yet committed."""
+
+    async def append_messages(self, chat_id: str, messages: Any, **options: Any) -> Any:
+        if not self.round_stored.is_set():
+            self.round_stored.set()
+            await anyio.sleep(0.5)
+        return await super().append_messages(chat_id, messages, **options)
+
+
+async def test_a_round_on_its_way_to_the_store_is_not_journaled_again(tmp_path: Path) -> None:
+    # The agent hands a round to the store before the run's consumer reads its results' events, so with quick tools
+    # the journal task met the results while the round was queued: they were written twice (once by themselves).
+    store = SlowRound(f"sqlite:///{tmp_path / 'app.db'}")
+    async with serving(store, tmp_path) as client:
+        chat = (await client.post("/api/chats", json={})).json()["id"]
+        async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                 json={"client_message_id": "1", "text": "go"}) as response:
+            events = [e async for e in read_events(response)]
+    assert events[-1].type == "run_finished" and events[-1].data["status"] == "completed"
+    assert [e.data["result"]["result"] for e in events if e.type == "tool_result"] == ["kept"]
+    journaled_results = [s for s in store.statements if s.startswith("INSERT INTO run_tool_calls") and "result_json" in s]
+    assert journaled_results == []
+    rounds = [s for s in store.statements if s.startswith("INSERT INTO messages")]
+    assert len(rounds) == 3  # the user's message, the tool round (with the result), the answer
+
+
 class Backlogged(SQLStore):
     """The SQLite store reporting `backlog` writes queued (`SQLStore.write_backlog`); it notes the text checkpoints."""
 
