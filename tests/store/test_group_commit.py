@@ -518,13 +518,13 @@ async def test_the_postgres_writer_gives_an_idle_connection_back_to_the_pool(db_
     # batch would never meet them.
     from toolwire.store import sql
 
-    monkeypatch.setattr(sql, "_KEEP_IDLE_SECONDS", 0.3)
+    monkeypatch.setattr(sql, "_KEEP_IDLE_SECONDS", 1.0)
     async with SQLStore(db_url) as store:
         user = await store.ensure_user("alice")
         checkouts = counting_checkouts(store)
         await store.create_chat(user.id, chat_id="busy-1")
         await store.create_chat(user.id, chat_id="busy-2")
         assert checkouts[0] == 0
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.5)
         await store.create_chat(user.id, chat_id="after-a-pause")
         assert checkouts[0] == 1
