@@ -18,6 +18,7 @@ from toolwire.store import (
     ApprovalDecided,
     ApprovalNotFound,
     ApprovalsIncomplete,
+    ChatIdTaken,
     ChatNotFound,
     Decision,
     IdempotencyConflict,
@@ -26,6 +27,7 @@ from toolwire.store import (
     SQLStore,
     Store,
     hash_token,
+    new_chat as unstored_chat,
 )
 from toolwire.store._records import new_id, utc_now
 from toolwire.store._schema import api_tokens, described_by_metadata, metadata, runs
@@ -209,6 +211,35 @@ async def test_one_active_run_per_chat_and_idempotent_starts(store: SQLStore) ->
     finished = await store.get_run(chat_id, first.run.id)
     assert finished is not None and finished.status == "completed" and finished.event_count == 9
     assert finished.usage == {"input_tokens": 3} and finished.lease_owner is None
+
+
+async def test_a_new_chat_and_its_first_run_are_one_write(store: SQLStore) -> None:
+    owner = await store.ensure_user("alice")
+    chat = unstored_chat(owner.id, model="fast")
+    operations = store.writer.operations
+    start = await store.start_run(chat.id, user_message=Message.user("Plan my evening"), client_message_id="m-1",
+                                  owner="proc-1", lease_seconds=30, title="Plan my evening", new_chat=chat)
+    assert store.writer.operations == operations + 1
+    assert start.created and start.run.run_number == 1 and start.run.status == "running"
+    assert start.user_row.sequence_number == 1 and start.user_row.parent_id is None
+    stored = await store.get_chat(owner.id, chat.id)
+    assert stored is not None
+    assert (stored.title, stored.model, stored.run_count, stored.active_leaf_id) == (
+        "Plan my evening", "fast", 1, start.user_row.id)
+    assert [m.text for m in await store.run_history(chat.id, start.run.id)] == ["Plan my evening"]
+    assert [c.id for c in await store.list_chats(owner.id)] == [chat.id]
+    # The same message again finds the run it started, as for a chat stored before.
+    again = await store.start_run(chat.id, user_message=Message.user("Plan my evening"), client_message_id="m-1",
+                                  owner="proc-1", lease_seconds=30)
+    assert not again.created and again.run.id == start.run.id
+    # A new chat whose id is taken stores nothing: not its message, nor a run on the chat that has the id.
+    with pytest.raises(ChatIdTaken):
+        await store.start_run(chat.id, user_message=Message.user("other"), client_message_id="m-2", owner="proc-1",
+                              lease_seconds=30, new_chat=unstored_chat(owner.id, chat_id=chat.id))
+    assert [row.id for row in await store.list_messages(chat.id)] == [start.user_row.id]
+    with pytest.raises(ValueError, match="not"):
+        await store.start_run(chat.id, user_message=Message.user("x"), client_message_id="m-3", owner="proc-1",
+                              lease_seconds=30, new_chat=unstored_chat(owner.id))
 
 
 async def test_a_run_start_names_an_untitled_chat_only_when_it_stores_the_run(store: SQLStore) -> None:

@@ -19,7 +19,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 
-from ..store import Chat, ChatPath, Decision, Run, RunSummary, Store, StoreError, User, iso
+from ..store import Chat, ChatPath, Decision, Run, RunSummary, Store, StoreError, User, iso, new_chat
 from ..store.blobs import Files
 from .approvals import paused_view
 from .auth import authenticate
@@ -158,16 +158,12 @@ async def create_chat(request: Request) -> Response:
                                                "it, then send the message that carries them.")
     if first.model is not None:
         model = server.models.check(first.model)
-    chat = await server.store.create_chat(user.id, _title(body.title or "", server.limits), model=model)
-    try:
-        # (Its model is the chat's already.)
-        return await _send(server, user, chat, first.model_copy(update={"model": None}),
-                           headers={"X-Chat-Id": chat.id})
-    except ApiError:
-        # A first message refused (a rate limit, a server shutting down) leaves no empty chat behind.
-        with anyio.CancelScope(shield=True):
-            await server.store.delete_chat(user.id, chat.id)
-        raise
+    # The chat is stored with its first message, in the run start's transaction: one write where there were two,
+    # and a first message refused (a rate limit, a server shutting down) leaves no empty chat behind.
+    chat = new_chat(user.id, _title(body.title or "", server.limits), model=model)
+    # (Its model is the chat's already.)
+    return await _send(server, user, chat, first.model_copy(update={"model": None}), headers={"X-Chat-Id": chat.id},
+                       new=True)
 
 
 async def list_chats(request: Request) -> Response:
@@ -339,8 +335,9 @@ def _check_text(server: ServerState, body: MessageIn) -> None:
 
 
 async def _send(server: ServerState, user: User, chat: Chat, body: MessageIn, *,
-                headers: dict[str, str] | None = None) -> Response:
-    """Send `body` to `chat` and answer with its run's events (or its place in the queue)."""
+                headers: dict[str, str] | None = None, new: bool = False) -> Response:
+    """Send `body` to `chat` and answer with its run's events (or its place in the queue). `new`: the chat is not
+    stored yet, and is stored with this message (which then has no model of its own and no files)."""
     from .files import user_files  # files.py builds on this module's helpers
 
     if body.model is not None:
@@ -351,7 +348,7 @@ async def _send(server: ServerState, user: User, chat: Chat, body: MessageIn, *,
                                                title=None if chat.title else _title_from(body.text), files=attached,
                                                parent_id=None if body.parent_id is None else
                                                "" if body.parent_id == "root" else body.parent_id,
-                                               strategy=body.multitask_strategy)
+                                               strategy=body.multitask_strategy, new=new)
     if handle.queued is not None:  # it waits for its turn (double texting)
         return await queued_response(server.manager, server.log, chat.id, handle, NativeEncoder(),
                                      heartbeat=server.heartbeat,

@@ -392,14 +392,20 @@ class RunManager:
 
     async def send_message(self, user: User, chat: Chat, text: str, client_message_id: str, *,
                            title: str | None = None, files: Sequence[FilePart] = (),
-                           parent_id: str | None = None, strategy: MultitaskStrategy | None = None) -> RunHandle:
+                           parent_id: str | None = None, strategy: MultitaskStrategy | None = None,
+                           new: bool = False) -> RunHandle:
         """Store the user's message and start a run answering it (or find the run it already started); `title`
         names a chat that has none, in the same transaction. The message goes under `parent_id` (see
         `branch_from`), by default under the chat's active leaf. While the chat's run is going, `strategy` (else
         the server's default) says what happens (see the module docstring); an edit (`parent_id` given) is never
         queued: it names a place in the tree that the queued turn would no longer answer, so it is refused (409)
-        like `reject`."""
+        like `reject`.
+
+        `new`: `chat` is not stored yet (`store.new_chat()`); the run's start stores it, in its transaction. A chat
+        that nobody has seen has no run going, so `strategy` does not apply, and a refused start leaves no chat."""
         strategy = strategy or self.multitask_strategy
+        if new:
+            strategy = "reject"
         if strategy == "rollback" and parent_id is None:
             return await self._send_rollback(user, chat, text, client_message_id, title=title, files=files)
         message = Message(role="user", parts=[TextPart(text=text), *files]) if files else Message.user(text)
@@ -410,7 +416,8 @@ class RunManager:
         model = self.models.resolve(chat.model) if self.models.default is not None else None
         start = await self._stored(user, lambda: self.store.start_run(
             chat.id, user_message=message, client_message_id=client_message_id, owner=self.owner,
-            lease_seconds=self.lease_seconds, title=title, parent_id=parent_id, model=model))
+            lease_seconds=self.lease_seconds, title=title, parent_id=parent_id, model=model,
+            **({"new_chat": chat} if new else {})))
         return await self._launched(user, start)
 
     async def _send_rollback(self, user: User, chat: Chat, text: str, client_message_id: str, *, title: str | None,

@@ -44,6 +44,7 @@ from ._records import (
     SearchHit as SearchHit,
     User as User,
     iso as iso,
+    new_chat as new_chat,
     new_id as new_id,
 )
 from ._recovery import INTERRUPTED as INTERRUPTED
@@ -82,5 +83,6 @@ __all__ = [
     "User",
     "hash_token",
     "iso",
+    "new_chat",
     "new_id",
 ]

@@ -220,8 +220,11 @@ class Store(ChatMemory, Protocol):
     # -- runs --------------------------------------------------------------------------------
     async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
                         lease_seconds: float, title: str | None = None, parent_id: str | None = None,
-                        model: str | None = None) -> RunStart:
+                        model: str | None = None, new_chat: Chat | None = None) -> RunStart:
         """Store the user's message and a new `running` run with a lease, in one transaction.
+
+        With `new_chat` (made by `new_chat()`, not stored yet; its id is `chat_id`), that transaction inserts the
+        chat first: a chat and its first message are one write, and nothing is stored if the start is refused.
 
         The message goes under `parent_id` (an edit: a new branch there; `""` as a new first message), by
         default under the chat's active leaf, and becomes the active leaf. A `parent_id` the chat does not

@@ -40,6 +40,7 @@ __all__ = [
     "SearchHit",
     "User",
     "iso",
+    "new_chat",
     "new_id",
     "utc_now",
 ]
@@ -66,6 +67,13 @@ def utc_now() -> datetime:
 def new_id(prefix: str) -> str:
     """A random, unguessable identifier such as `chat_Xq3...` (the prefix says what it names)."""
     return f"{prefix}_{secrets.token_urlsafe(12)}"
+
+
+def new_chat(user_id: str, title: str = "", *, chat_id: str | None = None, model: str | None = None) -> Chat:
+    """A chat not stored yet: `Store.create_chat` stores one, `Store.start_run(new_chat=...)` stores one with its
+    first message."""
+    now = utc_now()
+    return Chat(id=chat_id or new_id("chat"), user_id=user_id, title=title, created_at=now, updated_at=now, model=model)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,6 +15,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -148,6 +149,8 @@ _START_FOUND = select(
     select(runs.c.id).where(runs.c.chat_id == bindparam("b_chat"), runs.c.status.in_(ACTIVE_STATUSES)).limit(1)
     .scalar_subquery().label("active"),
     select(chats.c.active_leaf_id).where(chats.c.id == bindparam("b_chat")).scalar_subquery().label("leaf"))
+_NOTHING_FOUND = SimpleNamespace(earlier=None, active=None, leaf=None)
+"""`_START_FOUND`'s answer for a chat inserted in the same transaction."""
 _INSERT_RUN = insert(runs)
 _INSERT_MESSAGE = insert(messages)
 _CLOSE_RUN = (update(runs).where(runs.c.id == bindparam("b_run"), runs.c.status == "running").values(
@@ -319,16 +322,21 @@ class Writes:
 
     def start_run(self, conn: Connection, chat_id: str, user_message: Message, client_message_id: str, owner: str,
                   lease_seconds: float, title: str | None, parent_id: str | None = None,
-                  model: str | None = None) -> tuple[RunStart, Chat]:
+                  model: str | None = None, new_chat: Chat | None = None) -> tuple[RunStart, Chat]:
         # Four statements: the numbers, the checks, the run and the message (the batch's BEGIN and COMMIT are shared).
         # The run number, the user message's sequence number and the active leaf in one statement, which also locks
         # the chat's row (PostgreSQL) until commit: run starts and decisions on one chat happen one after another.
+        # A `new_chat` is inserted first, and then has nothing to check: no earlier message, no run, no leaf.
         row_id = new_id("msg")
         params: dict[str, Any] = {"b_chat": chat_id, "b_now": utc_now(), "b_leaf": row_id}
         if title:
             params["b_title"] = title
         checks = {"b_chat": chat_id, "b_client": client_message_id}
-        found = None if self._locks_start else conn.execute(_START_FOUND, checks).one()
+        if new_chat is not None:
+            self.create_chat(conn, new_chat)
+            found: Any = _NOTHING_FOUND
+        else:
+            found = None if self._locks_start else conn.execute(_START_FOUND, checks).one()
         taken = conn.execute(self._start_titled if title else self._start, params).first()
         if taken is None:
             raise ChatNotFound(f"There is no chat {chat_id!r}.")

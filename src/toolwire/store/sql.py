@@ -87,7 +87,7 @@ from ._records import (
     RunSummary,
     SearchHit,
     User,
-    new_id,
+    new_chat,
     utc_now,
 )
 from ._recovery import rows_for
@@ -428,9 +428,7 @@ class SQLStore:
     @_shielded
     async def create_chat(self, user_id: str, title: str = "", *, chat_id: str | None = None,
                           model: str | None = None) -> Chat:
-        now = utc_now()
-        chat = Chat(id=chat_id or new_id("chat"), user_id=user_id, title=title, created_at=now, updated_at=now,
-                    model=model)
+        chat = new_chat(user_id, title, chat_id=chat_id, model=model)
         return await self._write(partial(self._writes.create_chat, chat=chat), after_commit=self._chats_put)
 
     @_shielded
@@ -532,12 +530,14 @@ class SQLStore:
     @_shielded
     async def start_run(self, chat_id: str, *, user_message: Message, client_message_id: str, owner: str,
                         lease_seconds: float, title: str | None = None, parent_id: str | None = None,
-                        model: str | None = None) -> RunStart:
+                        model: str | None = None, new_chat: Chat | None = None) -> RunStart:
+        if new_chat is not None and new_chat.id != chat_id:
+            raise ValueError(f"new_chat is the chat {new_chat.id!r}, not {chat_id!r}.")
         try:
             start, _ = await self._write(partial(
                 self._writes.start_run, chat_id=chat_id, user_message=user_message,
                 client_message_id=client_message_id, owner=owner, lease_seconds=lease_seconds, title=title,
-                parent_id=parent_id, model=model),
+                parent_id=parent_id, model=model, new_chat=new_chat),
                 after_commit=self._chats_put_second, refusable=True)
         except Earlier as earlier:
             return earlier.start
