@@ -155,3 +155,51 @@ async def test_a_failed_read_leaves_no_transaction_open_on_a_reader_connection(t
         for _ in range(8):  # every reader connection sees the write committed after its failed read
             assert [row.messages[0].text for row in (await store.chat_path(chat.id)).rows] == ["one", "two"]
             assert len(await store.list_messages(chat.id)) == 2
+
+
+class QueueReadingStore(CountingStore):
+    """Notes the queue's reads: the interrupt waiting (a run's start) and the head to start (a run's end)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.queue_reads: list[str] = []
+
+    async def interrupt_waiting(self, chat_id: str) -> bool:
+        self.queue_reads.append(f"interrupt {chat_id}")
+        return await super().interrupt_waiting(chat_id)
+
+    async def promote_queued(self, chat_id: str, *, owner: str, lease_seconds: float) -> Any:
+        self.queue_reads.append(f"head {chat_id}")
+        return await super().promote_queued(chat_id, owner=owner, lease_seconds=lease_seconds)
+
+
+async def test_a_server_alone_reads_no_queue_of_the_chats_it_made_until_a_run_is_queued_on_one(
+        db_url: str, tmp_path: Path) -> None:
+    store = QueueReadingStore(db_url)
+
+    async def send(chat: str, client_id: str, **extra: Any) -> str:
+        async with client.stream("POST", f"/api/chats/{chat}/messages",
+                                 json={"client_message_id": client_id, "text": "go", **extra}) as response:
+            events = [e async for e in read_events(response)]
+        return str(events[-1].data["status"])
+
+    async with serving(store, tmp_path) as client:
+        # Made with its first message, and made empty: the server (alone on its database) knows no run waits.
+        async with client.stream("POST", "/api/chats", json={"message": {"client_message_id": "1", "text": "go"}}
+                                 ) as response:
+            made_with_message = response.headers["x-chat-id"]
+            assert [e async for e in read_events(response)][-1].data["status"] == "completed"
+        made_empty = (await client.post("/api/chats", json={})).json()["id"]
+        assert await send(made_empty, "1") == "completed"
+        assert await send(made_with_message, "2") == "completed"
+        assert store.queue_reads == []
+        # A chat this server did not make (one of a server before it) is read at each run's start and end.
+        user = await store.ensure_user("dev")
+        older = (await store.create_chat(user.id, "older")).id
+        assert await send(older, "1") == "completed"
+        assert store.queue_reads == [f"interrupt {older}", f"head {older}"]
+        # Once a run is queued on a chat, its queue is read from then on (here the chat was free: it starts at once).
+        store.queue_reads.clear()
+        assert await send(made_empty, "2", multitask_strategy="enqueue") == "completed"
+        assert await send(made_empty, "3") == "completed"
+        assert store.queue_reads == [f"interrupt {made_empty}", f"head {made_empty}"] * 2

@@ -262,7 +262,8 @@ def create_app(
         await the_store.open()
         try:
             async with hold_replica_lock(the_store, shared=bool(getattr(log, "shared", False)),
-                                         wait_seconds=config.replica_wait_seconds):
+                                         wait_seconds=config.replica_wait_seconds) as alone:
+                manager.alone = alone
                 if tokens is not None:
                     await the_store.replace_tokens(tokens)
                 async with anyio.create_task_group() as tg:

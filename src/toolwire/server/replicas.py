@@ -52,24 +52,25 @@ def _conflict(store: SQLStore, shared: bool) -> ReplicaConflict:
 
 
 @asynccontextmanager
-async def hold_replica_lock(store: Store, *, shared: bool, wait_seconds: float = 10.0) -> AsyncIterator[None]:
-    """Hold this server's lock on its database while the block runs (see the module docstring).
+async def hold_replica_lock(store: Store, *, shared: bool, wait_seconds: float = 10.0) -> AsyncIterator[bool]:
+    """Hold this server's lock on its database while the block runs (see the module docstring); the block is
+    given whether this server holds it alone (no other server writes to the database meanwhile).
 
-    Stores other than `SQLStore` (and SQLite in memory) are not checked.
+    Stores other than `SQLStore` (and SQLite in memory) are not checked, and are not known to be alone.
     """
     if not isinstance(store, SQLStore):
-        yield
+        yield False
         return
     if store.dialect == "postgresql":
         async with _postgres_lock(store, shared, wait_seconds):
-            yield
+            yield not shared
         return
     database = store.url.database
     if not database or database == ":memory:" or os.name != "posix":
-        yield
+        yield False
         return
     async with _file_lock(store, f"{database}.servers.lock", shared, wait_seconds):
-        yield
+        yield not shared
 
 
 @asynccontextmanager

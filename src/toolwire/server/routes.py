@@ -19,7 +19,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 
-from ..store import Chat, ChatPath, Decision, Run, RunSummary, Store, StoreError, User, iso, new_chat
+from ..store import Chat, ChatPath, Decision, Run, RunSummary, Store, StoreError, User, iso, new_chat, new_id
 from ..store.blobs import Files
 from .approvals import paused_view
 from .auth import authenticate
@@ -145,7 +145,14 @@ async def create_chat(request: Request) -> Response:
     model = server.models.check(body.model) if body.model is not None else None
     first = body.message
     if first is None:
-        chat = await server.store.create_chat(user.id, _title(body.title or "", server.limits), model=model)
+        chat_id = new_id("chat")
+        server.manager.making_chat(chat_id)
+        try:
+            chat = await server.store.create_chat(user.id, _title(body.title or "", server.limits), chat_id=chat_id,
+                                                  model=model)
+        except BaseException:
+            server.manager.not_made(chat_id)
+            raise
         return _json(_chat_json(chat), 201)
     # The chat and its first message in one request: a page's first message no longer waits for a request that
     # only creates the chat, and the server handles one request where it handled two (about 1 ms of CPU each).

@@ -76,6 +76,9 @@ MULTITASK_STRATEGIES: tuple[MultitaskStrategy, ...] = ("reject", "enqueue", "int
 
 Stored = TypeVar("Stored")
 
+_UNQUEUED_KEPT = 100_000
+"""The most chats `RunManager._unqueued` lists (a few MB): older ones are read as any other chat."""
+
 logger = logging.getLogger("toolwire.server")
 
 _READY_TIMEOUT = 3.0
@@ -170,6 +173,13 @@ class RunManager:
         (`sse.EventStreamResponse`), and their clients follow on from another server at once, instead of
         holding the stop until the server's shutdown timeout cuts them off."""
         self.queue: RunQueue | None = store if isinstance(store, RunQueue) else None
+        self.alone = False
+        """This server holds its database's lock alone (`replicas.py`, set by the app): no other server queues runs
+        on the chats it serves, so those it made know their queue without reading it (`_unqueued`)."""
+        self._unqueued: dict[str, None] = {}
+        """Chats this server stored while `alone` on which no run was ever queued (the newest `_UNQUEUED_KEPT`, in
+        the order they were made): their runs' starts and ends skip the queue's two reads (one for an interrupt
+        waiting, one for the head to start), two reads of every run. A chat not listed is read as before."""
         self.accepting = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._local: dict[str, _Local] = {}
@@ -414,11 +424,30 @@ class RunManager:
         # The run's model comes from the chat the request just read: recorded in the run's own insert, it spares
         # a read of the chat and a commit that `run_started` waited for (`_run_model`).
         model = self.models.resolve(chat.model) if self.models.default is not None else None
-        start = await self._stored(user, lambda: self.store.start_run(
-            chat.id, user_message=message, client_message_id=client_message_id, owner=self.owner,
-            lease_seconds=self.lease_seconds, title=title, parent_id=parent_id, model=model,
-            **({"new_chat": chat} if new else {})))
+        if new:
+            self.making_chat(chat.id)
+        try:
+            start = await self._stored(user, lambda: self.store.start_run(
+                chat.id, user_message=message, client_message_id=client_message_id, owner=self.owner,
+                lease_seconds=self.lease_seconds, title=title, parent_id=parent_id, model=model,
+                **({"new_chat": chat} if new else {})))
+        except BaseException:
+            if new:
+                self.not_made(chat.id)
+            raise
         return await self._launched(user, start)
+
+    def making_chat(self, chat_id: str) -> None:
+        """A chat this server is about to store (call it before the write: from the commit on, another request may
+        find the chat and queue a run on it, which unlists it). While this server is alone, nobody else can."""
+        if self.alone and self.queue is not None:
+            self._unqueued[chat_id] = None
+            if len(self._unqueued) > _UNQUEUED_KEPT:
+                del self._unqueued[next(iter(self._unqueued))]
+
+    def not_made(self, chat_id: str) -> None:
+        """The write that was to store the chat failed: it is read as any other chat."""
+        self._unqueued.pop(chat_id, None)
 
     async def _send_rollback(self, user: User, chat: Chat, text: str, client_message_id: str, *, title: str | None,
                              files: Sequence[FilePart]) -> RunHandle:
@@ -466,6 +495,8 @@ class RunManager:
             raise ApiError(422, "unsupported", f"The {strategy} strategy needs a store that keeps queued messages "
                                                "(SQLStore does; this server's store does not). Send with reject.")
         queue = self.queue
+        # Before the queueing is written: a run of the chat that starts or ends from now on reads the queue.
+        self._unqueued.pop(chat.id, None)
         queued = await self._stored(user, lambda: queue.queue_run(
             chat.id, user_message=message, client_message_id=client_message_id, owner=self.owner,
             lease_seconds=self.lease_seconds, title=title, strategy=strategy))
@@ -497,6 +528,8 @@ class RunManager:
         """Start the chat's first queued run if the chat is free (on whichever replica asks first)."""
         if self.queue is None or not self.accepting:
             return  # a stopping server leaves the queue to the other replicas, or to its next start
+        if chat_id in self._unqueued:
+            return  # nothing was ever queued on it
         with anyio.CancelScope(shield=True):  # once started in the store, the run must be launched
             try:
                 promoted = await self.queue.promote_queued(chat_id, owner=self.owner, lease_seconds=self.lease_seconds)
@@ -547,7 +580,7 @@ class RunManager:
             await self._previous_end_published(chat_id, run.run_number - 1)
         self._chat_last[chat_id] = done
         watch = self.signals.watch(run.id)
-        if self.queue is not None and await self.queue.interrupt_waiting(chat_id):
+        if self.queue is not None and chat_id not in self._unqueued and await self.queue.interrupt_waiting(chat_id):
             watch.fire("cancel")  # an interrupt was queued before this run could be reached: it ends at once
         model = run.model if run.model is not None else await self._run_model(user, run)
         publisher = RunPublisher(self.log, chat_id=chat_id, run_id=run.id, run_number=run.run_number)
