@@ -51,3 +51,37 @@ def test_the_pools_share_one_tls_context() -> None:
     assert transport._pools[0]._pool._ssl_context.verify_mode.name == "CERT_REQUIRED"
     own = ShardedTransport(shards=2, verify=False)  # a caller's choice is passed on as it was
     assert own._pools[0]._pool._ssl_context.verify_mode.name == "CERT_NONE"
+
+
+async def test_the_servers_model_client_sends_no_cookie_a_response_set() -> None:
+    # One client serves every user's runs: a cookie set in one user's response must not go out with the next request.
+    from toolwire.cli._models import shared_model_client
+
+    seen: list[bytes] = []
+    answered = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while len(seen) < 2:  # both requests on the one kept-alive connection
+                seen.append(await reader.readuntil(b"\r\n\r\n"))
+                writer.write(b"HTTP/1.1 200 OK\r\nSet-Cookie: session=alice; Path=/\r\n"
+                             b"Set-Cookie: __cf_bm=x; Path=/\r\nContent-Length: 2\r\n\r\n{}")
+                await writer.drain()
+        finally:
+            writer.close()
+            await writer.wait_closed()
+            answered.set()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with shared_model_client() as client:
+            for _ in range(2):
+                response = await client.get(f"http://127.0.0.1:{port}/v1/models")
+                assert response.status_code == 200 and response.headers.get_list("set-cookie")
+            assert not client.cookies
+        await asyncio.wait_for(answered.wait(), 10)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert len(seen) == 2 and all(b"cookie:" not in head.lower() for head in seen), seen

@@ -22,6 +22,7 @@ import tomllib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from http.cookiejar import Cookie, CookieJar
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -37,7 +38,8 @@ from ._tools import check_model
 if TYPE_CHECKING:
     from ..server import ModelChoice
 
-__all__ = ["ServeModel", "automatic_models", "command_line_models", "file_models", "open_models"]
+__all__ = ["ServeModel", "automatic_models", "command_line_models", "file_models", "open_models",
+           "shared_model_client"]
 
 _MODEL_CONNECTIONS = httpx.Limits(max_connections=None, max_keepalive_connections=2048)
 """Every run streams from the model on a connection of its own, and the server runs many at once: httpx's
@@ -229,6 +231,26 @@ def secrets_of(models: Sequence[ServeModel]) -> list[str]:
     return found
 
 
+class _KeepsNoCookies(CookieJar):
+    """The shared model client's cookie jar, which keeps nothing. The client serves every user's runs: a cookie that
+    one response sets (a CDN's bot-management cookie in front of an API, a gateway's session) would go out with
+    every later request, another user's included. Model APIs authenticate with headers. It also spares each
+    response's cookie parsing (httpx builds `urllib` stand-ins for the request and the response to feed a jar)."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return
+
+    def set_cookie(self, cookie: Cookie) -> None:
+        return
+
+
+def shared_model_client() -> httpx.AsyncClient:
+    """The one HTTP client the server's models share: several pools (httpcore's bookkeeping is quadratic in one
+    pool's connections, see `ShardedTransport`), connections on asyncio's own transports (`_net.py`), no cookies."""
+    return httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0), cookies=_KeepsNoCookies(),
+                             transport=ShardedTransport(limits=_MODEL_CONNECTIONS, network=AsyncioNetwork()))
+
+
 @asynccontextmanager
 async def open_models(models: Sequence[ServeModel], *, fake_delay: float,
                       clients: list[httpx.AsyncClient]) -> AsyncIterator[tuple[dict[str, Model], str]]:
@@ -248,11 +270,7 @@ async def open_models(models: Sequence[ServeModel], *, fake_delay: float,
                 described.append(sentence if len(models) == 1 else f"{model.id} ({sentence})")
                 continue
             if shared is None:
-                # Several pools: httpcore's bookkeeping is quadratic in one pool's connections (see ShardedTransport);
-                # connections on asyncio's own transports (`_net.py`).
-                shared = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0),
-                                           transport=ShardedTransport(limits=_MODEL_CONNECTIONS,
-                                                                      network=AsyncioNetwork()))
+                shared = shared_model_client()
                 clients.append(shared)
             built[model.id] = get_model(model.spec, api_key=model.api_key, base_url=model.base_url,
                                         http_client=shared, settings=model.settings)
