@@ -193,3 +193,31 @@ async def test_log_waits_end_on_append_on_timeout_and_on_cancellation_leaving_no
         await log.append("c", [entry(1, 2)])
     assert woken == [True, True, True]
     assert log._chats["c"].waiters == []
+
+
+@pytest.mark.anyio
+async def test_a_hand_over_ends_the_streams_open_and_any_opened_after_it() -> None:
+    from toolwire.server.sse import StreamCloser
+
+    closer = StreamCloser()
+    ended: list[str] = []
+
+    async def stream(name: str) -> None:
+        frames = anyio.CancelScope()
+        closer.add(frames)
+        try:
+            with frames:
+                await anyio.sleep(30)
+            ended.append(name)
+        finally:
+            closer.discard(frames)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stream, "open")
+            await anyio.sleep(0.05)
+            assert ended == []
+            closer.close()
+        await stream("after")
+    assert ended == ["open", "after"]
+    assert not closer._scopes  # each stream took its scope back

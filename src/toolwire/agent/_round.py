@@ -21,14 +21,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
-from contextlib import nullcontext
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import anyio
 import anyio.abc
-from anyio.lowlevel import checkpoint
+from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
 
 from ..events import (
     Event,
@@ -389,7 +389,7 @@ class RoundPlayer:
                 result = admitted
             else:
                 context.tool_calls = self._tool_calls
-                async with round_.limiter:
+                async with _slot(round_.limiter):
                     if self.before_tool is not None and not admitted.tool.idempotent:
                         await self.before_tool(call)  # a tool that must not run twice starts once that is recorded
                     round_.started = True
@@ -496,6 +496,22 @@ class RoundPlayer:
             logger.error(text)
             if not stopping:
                 raise ChatMemoryError(text + " Check the store, then go on from the run's messages.")
+
+
+@asynccontextmanager
+async def _slot(limiter: anyio.CapacityLimiter) -> AsyncIterator[None]:
+    """One of the limiter's slots, taken without a pass through the event loop when one is free: anyio's `acquire`
+    yields to the loop even then, a wake-up more for each tool call. A cancelled run still starts no tool: the
+    cancellation is delivered here as `acquire` would have."""
+    await checkpoint_if_cancelled()
+    try:
+        limiter.acquire_nowait()
+    except anyio.WouldBlock:
+        await limiter.acquire()
+    try:
+        yield
+    finally:
+        limiter.release()
 
 
 async def _needs_approval(prepared: Prepared, context: RunContext[Any], agent_rule: Any) -> bool:

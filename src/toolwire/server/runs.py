@@ -66,6 +66,7 @@ from .model_choice import ServerModels
 from .run_memory import STORE_RETRY_SECONDS
 from .runner import AgentFactory, Runner
 from .signals import RunSignals
+from .sse import StreamCloser
 
 __all__ = ["MULTITASK_STRATEGIES", "MultitaskStrategy", "RunHandle", "RunManager", "renumbered_start"]
 
@@ -168,8 +169,8 @@ class RunManager:
         self.max_continuations = max_continuations
         self.drain_handover = drain_handover
         self._stopping = False
-        self.handed_over: anyio.Event | None = None
-        """Set once a stop handed this process's runs over (`drain_handover`): the streams it serves end then
+        self.handed_over = StreamCloser()
+        """Closed once a stop handed this process's runs over (`drain_handover`): the streams it serves end then
         (`sse.EventStreamResponse`), and their clients follow on from another server at once, instead of
         holding the stop until the server's shutdown timeout cuts them off."""
         self.queue: RunQueue | None = store if isinstance(store, RunQueue) else None
@@ -190,7 +191,6 @@ class RunManager:
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         """Recover what a dead process left, then accept runs and keep leases and recovery going."""
         self._tg = tg
-        self.handed_over = anyio.Event()
         tg.start_soon(self._renew)  # before the first recovery: the runs it takes over are renewed meanwhile
         await self.recover_expired()
         self.accepting = True
@@ -205,8 +205,7 @@ class RunManager:
         if self.drain_handover:
             if self._local:
                 await self.hand_over()
-            if self.handed_over is not None:
-                self.handed_over.set()
+            self.handed_over.close()
         elif self.drain_seconds > 0 and self._local:
             logger.warning("Stopping: %d run(s) get up to %.0f s to finish", len(self._local), self.drain_seconds)
             await self.wait_idle(self.drain_seconds)

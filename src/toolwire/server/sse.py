@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 from .eventlog import Cursor, CursorExpired, EventLog, LogEntry
 from .metrics import of_scope
 
-__all__ = ["SSE_HEADERS", "Encoder", "EventStreamResponse", "follow"]
+__all__ = ["SSE_HEADERS", "Encoder", "EventStreamResponse", "StreamCloser", "follow"]
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -111,10 +111,6 @@ class EventStreamResponse(Response):
                     cancel.cancel()
                     return
 
-        async def end_when(released: anyio.Event, frames: anyio.CancelScope) -> None:
-            await released.wait()
-            frames.cancel()
-
         metrics = of_scope(scope)  # counts open streams when /metrics is on (metrics.py)
         if metrics is not None:
             metrics.followers.inc()
@@ -123,9 +119,9 @@ class EventStreamResponse(Response):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch, tg.cancel_scope)
                 frames = anyio.CancelScope()
-                released = _handed_over(scope)
-                if released is not None:  # the stream ends (whole) once this server handed its runs over
-                    tg.start_soon(end_when, released, frames)
+                closer = _handed_over(scope)
+                if closer is not None:  # the stream ends (whole) once this server handed its runs over
+                    closer.add(frames)
                 try:
                     with frames:
                         async for frame in self.frames:
@@ -133,6 +129,9 @@ class EventStreamResponse(Response):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 except OSError:  # the connection is gone (some servers say so on send)
                     disconnected = True
+                finally:
+                    if closer is not None:
+                        closer.discard(frames)
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -145,8 +144,32 @@ class EventStreamResponse(Response):
                     await self.on_disconnect()
 
 
-def _handed_over(scope: Scope) -> anyio.Event | None:
-    """The event a stop that hands the runs over sets (`RunManager.handed_over`), if the app has a run manager."""
+class StreamCloser:
+    """Ends the event streams it holds, all at once, and any added later: a stop that hands this server's runs over
+    (`RunManager.handed_over`) ends every stream, whose clients then follow on from another server. Each stream adds
+    its scope while it runs; no task per stream waits for the moment."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self._scopes: set[anyio.CancelScope] = set()
+
+    def close(self) -> None:
+        self.closed = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    def add(self, scope: anyio.CancelScope) -> None:
+        if self.closed:
+            scope.cancel()
+        else:
+            self._scopes.add(scope)
+
+    def discard(self, scope: anyio.CancelScope) -> None:
+        self._scopes.discard(scope)
+
+
+def _handed_over(scope: Scope) -> StreamCloser | None:
+    """What a stop that hands the runs over closes (`RunManager.handed_over`), if the app has a run manager."""
     app = scope.get("app")
     state = getattr(getattr(app, "state", None), "toolwire", None)
     return getattr(getattr(state, "manager", None), "handed_over", None)
