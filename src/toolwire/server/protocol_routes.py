@@ -81,13 +81,10 @@ async def _chat_for_message(server: ServerState, user: User, chat_id: str) -> Ch
     if chat is not None:
         return chat
     scoped = scoped_chat_id(user.id, chat_id)
-    server.manager.making_chat(scoped)
     try:
-        return await server.store.create_chat(user.id, "", chat_id=scoped)
-    except BaseException as exc:
-        server.manager.not_made(scoped)
-        if not isinstance(exc, ChatIdTaken):
-            raise
+        with server.manager.making_chat(scoped):
+            return await server.store.create_chat(user.id, "", chat_id=scoped)
+    except ChatIdTaken:
         chat = await server.store.get_chat(user.id, scoped)  # a concurrent first message of the same user
         if chat is None:
             raise ApiError(409, "chat_exists", "This chat id cannot be used; choose another.") from None

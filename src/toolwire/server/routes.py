@@ -146,13 +146,9 @@ async def create_chat(request: Request) -> Response:
     first = body.message
     if first is None:
         chat_id = new_id("chat")
-        server.manager.making_chat(chat_id)
-        try:
+        with server.manager.making_chat(chat_id):
             chat = await server.store.create_chat(user.id, _title(body.title or "", server.limits), chat_id=chat_id,
                                                   model=model)
-        except BaseException:
-            server.manager.not_made(chat_id)
-            raise
         return _json(_chat_json(chat), 201)
     # The chat and its first message in one request: a page's first message no longer waits for a request that
     # only creates the chat, and the server handles one request where it handled two (about 1 ms of CPU each).

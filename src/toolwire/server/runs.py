@@ -32,7 +32,8 @@ What another process would have to share (several replicas) is behind interfaces
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, TypeVar
 
@@ -423,30 +424,27 @@ class RunManager:
         # The run's model comes from the chat the request just read: recorded in the run's own insert, it spares
         # a read of the chat and a commit that `run_started` waited for (`_run_model`).
         model = self.models.resolve(chat.model) if self.models.default is not None else None
-        if new:
-            self.making_chat(chat.id)
-        try:
+        with self.making_chat(chat.id) if new else nullcontext():
             start = await self._stored(user, lambda: self.store.start_run(
                 chat.id, user_message=message, client_message_id=client_message_id, owner=self.owner,
                 lease_seconds=self.lease_seconds, title=title, parent_id=parent_id, model=model,
                 **({"new_chat": chat} if new else {})))
-        except BaseException:
-            if new:
-                self.not_made(chat.id)
-            raise
         return await self._launched(user, start)
 
-    def making_chat(self, chat_id: str) -> None:
-        """A chat this server is about to store (call it before the write: from the commit on, another request may
-        find the chat and queue a run on it, which unlists it). While this server is alone, nobody else can."""
+    @contextmanager
+    def making_chat(self, chat_id: str) -> Iterator[None]:
+        """Around the write that stores a new chat. The chat is listed before the write (from the commit on, another
+        request may find it and queue a run on it, which unlists it), and unlisted if the write fails. While this
+        server is alone, nobody else can queue there."""
         if self.alone and self.queue is not None:
             self._unqueued[chat_id] = None
             if len(self._unqueued) > _UNQUEUED_KEPT:
                 del self._unqueued[next(iter(self._unqueued))]
-
-    def not_made(self, chat_id: str) -> None:
-        """The write that was to store the chat failed: it is read as any other chat."""
-        self._unqueued.pop(chat_id, None)
+        try:
+            yield
+        except BaseException:
+            self._unqueued.pop(chat_id, None)  # read as any other chat
+            raise
 
     async def _send_rollback(self, user: User, chat: Chat, text: str, client_message_id: str, *, title: str | None,
                              files: Sequence[FilePart]) -> RunHandle:
