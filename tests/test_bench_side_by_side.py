@@ -170,3 +170,18 @@ def test_a_split_the_run_could_not_resolve_gets_no_ratio_and_no_verdict(tmp_path
     row = next(line for line in text.splitlines() if line.startswith("| toolwire, PostgreSQL, native route | 2.40x"))
     assert row.split(" | ")[4] == "-"  # CPU/delta ÷ floor
     assert "CPU per delta" not in text.split("### Issue #22's targets")[1]
+
+
+def test_the_report_sets_two_replicas_against_one_at_fewer_chats(tmp_path: Path) -> None:
+    one = {**_result("toolwire-redis-1", 100, 80.0, 25.0, 0.3), "throttled_s": 4.5}
+    two = {**_result("toolwire-redis-2", 200, 70.0, 26.0, 0.3), "throttled_s": 6.0}
+    slow = {**_result("toolwire-redis-2", 300, 900.0, 26.0, 0.3), "throttled_s": 30.0}
+    args = argparse.Namespace(out=tmp_path, events=10, argument_deltas=10, interval=0.2, ramp_rate=100.0, grace=30.0,
+                              server_cpu=0.4, per_replica=True)
+    text = write([one, two, slow], args, "bench/side_by_side/run --server-cpu 0.4 --per-replica").read_text()
+    assert "capped at 0.4 of a core" in text
+    assert "toolwire, PostgreSQL + Redis, two replicas at N = 200: 6 s" in text
+    assert "- two replicas at N = 200 (2.0x) against one at N = 100: p99 70.0 ms against 80.0 ms, stuck 0 / 0, " \
+           "errors 0 / 0: carried at the same p99 ✓" in text
+    assert "- two replicas at N = 300 (3.0x) against one at N = 100: p99 900.0 ms against 80.0 ms" in text
+    assert text.split("N = 300 (3.0x)")[1].splitlines()[0].endswith("slower ✗")

@@ -21,6 +21,10 @@ replica *i mod 2*). Reported per server and N (`report.py`): errors, stuck chats
 the ramp, one chat's length and `--grace`), deltas lost, p50/p99 added latency, the server processes' CPU
 (from /proc/<pid>/stat, from before the first chat is created to the end) per delta and per chat, their
 RSS, and the ratios to the floor and to each peer.
+
+On a machine with few cores, `--server-cpu 0.4` caps each server process at 0.4 of a core (`cpu_cap.py`) and
+`--per-replica` gives the two-replica server twice the chats: together they show whether two replicas carry twice
+what one carries, which an uncapped run on 2 cores cannot (the replicas share the cores with everything else).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from bench.load.__main__ import (
 )
 from bench.load.provider import deltas_per_chat, shape_marker
 from bench.load.sse_client import SSEStream, open_stream
+from bench.side_by_side.cpu_cap import CpuCapUnavailable, cpu_capped, cpu_throttled_seconds
 from bench.side_by_side.tools import TOOLS_MODULE
 
 HERE = Path(__file__).resolve().parent
@@ -135,6 +140,8 @@ class Outcome:
     client_cpu: float = 0.0
     provider_cpu: float = 0.0
     machine_busy: float = 0.0
+    throttled: float | None = None
+    """Seconds the kernel held the server processes back for using their `--server-cpu` quota."""
     load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
     skipped: str | None = None
     short: Outcome | None = None
@@ -191,6 +198,7 @@ class Outcome:
             "rss_growth_mb": round((sum(self.rss_peak) - sum(self.rss_before)) / 2**20, 1),
             "client_cpu_cores": round(self.client_cpu, 2), "provider_cpu_cores": round(self.provider_cpu, 2),
             "machine_busy_cores": round(self.machine_busy, 2), "load_average_before": self.load_average,
+            "throttled_s": None if self.throttled is None else round(self.throttled, 2),
         }
 
 
@@ -310,6 +318,7 @@ async def measure(kind: Kind, servers: list[Server], provider_pid: int, args: ar
 
     sampler = asyncio.create_task(sample())
     cpu_before = [cpu_seconds(pid) for pid in pids]
+    throttled_before = [cpu_throttled_seconds(pid) for pid in pids] if args.server_cpu else []
     provider_before = cpu_seconds(provider_pid)
     machine_before = machine_busy_seconds()
     client_before = resource.getrusage(resource.RUSAGE_SELF)
@@ -317,6 +326,9 @@ async def measure(kind: Kind, servers: list[Server], provider_pid: int, args: ar
     await exercise(kind, servers, args, outcome)
     outcome.duration = time.monotonic() - began
     outcome.server_cpu = [cpu_seconds(pid) - before for pid, before in zip(pids, cpu_before, strict=True)]
+    if args.server_cpu:
+        outcome.throttled = sum((cpu_throttled_seconds(pid) or 0.0) - (before or 0.0)
+                                for pid, before in zip(pids, throttled_before, strict=True))
     outcome.provider_cpu = (cpu_seconds(provider_pid) - provider_before) / outcome.duration
     outcome.machine_busy = (machine_busy_seconds() - machine_before) / outcome.duration
     client_after = resource.getrusage(resource.RUSAGE_SELF)
@@ -347,8 +359,9 @@ async def drive(kind: Kind, servers: list[Server], provider_pid: int, args: argp
 
 
 @contextmanager
-def running(kind: Kind, folder: Path, provider_port: int) -> Iterator[list[Server]]:
-    """The kind's server processes, listening; stopped at the end."""
+def running(kind: Kind, folder: Path, provider_port: int, server_cpu: float | None) -> Iterator[list[Server]]:
+    """The kind's server processes, listening (each capped at `server_cpu` of a core when given); stopped at the
+    end."""
     provider_url = f"http://127.0.0.1:{provider_port}/v1"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     servers: list[Server] = []
@@ -377,6 +390,8 @@ def running(kind: Kind, folder: Path, provider_port: int) -> Iterator[list[Serve
                                    folder / "server-0.log", _LISTENING, env)
             servers = [Server(url=found.group(1).decode(), process=process)]
         try:
+            if server_cpu:
+                stack.enter_context(cpu_capped([server.process.pid for server in servers], server_cpu))
             yield servers
         finally:
             for server in servers:
@@ -392,7 +407,7 @@ def run_one(kind: Kind, chats: int, args: argparse.Namespace) -> Outcome:
                                  "--interval", str(args.interval)], folder / "provider.log",
                                 rb"Listening on port (\d+)", {**os.environ, "PYTHONPATH": str(REPO)})
         try:
-            with running(kind, folder, int(found.group(1))) as servers:
+            with running(kind, folder, int(found.group(1)), args.server_cpu) as servers:
                 print(f"== {kind.name}: {chats} chats on {len(servers)} process(es); load average "
                       f"{os.getloadavg()[0]:.2f}", flush=True)
                 outcome = asyncio.run(drive(kind, servers, provider.pid, args, chats))
@@ -401,7 +416,7 @@ def run_one(kind: Kind, chats: int, args: argparse.Namespace) -> Outcome:
                 if "Traceback" in text or "Error:" in text:
                     outcome.errors.append(f"{log.name} logged an error")
                     print(text[-2000:], flush=True)
-        except Unavailable as exc:
+        except (Unavailable, CpuCapUnavailable) as exc:
             print(f"== {kind.name}: skipped: {exc}", flush=True)
             outcome = Outcome(kind.name, chats, args.events, args.argument_deltas, args.interval, skipped=str(exc))
         finally:
@@ -433,6 +448,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--before", type=Path, default=None,
                         help="another toolwire source tree (a checkout's src/ folder, say of main): each toolwire "
                              "server also runs from it, right after this tree's, labelled '(before)'")
+    parser.add_argument("--server-cpu", type=float, default=None, metavar="CORES",
+                        help="cap each server process at this fraction of a core (a cgroup each; needs root)")
+    parser.add_argument("--per-replica", action="store_true",
+                        help="N is chats per replica: a server of two replicas gets 2 N")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small N, short chats")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: bench/results, "
                                                                 "--quick: bench/results/quick)")
@@ -464,7 +483,8 @@ def main() -> None:
     args = parse_args()
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit[1], limit[1]))
-    outcomes = [run_one(kind, chats, args) for chats in args.sizes for kind in args.kinds]
+    outcomes = [run_one(kind, chats * (kind.replicas if args.per_replica else 1), args)
+                for chats in args.sizes for kind in args.kinds]
     from bench.side_by_side.report import write
 
     command = " ".join(["bench/side_by_side/run", *sys.argv[1:]])

@@ -111,6 +111,27 @@ def _goals(sizes: Mapping[int, Mapping[str, Mapping[str, Any]]]) -> list[str]:
     return lines
 
 
+def _scaling(results: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Two replicas against one: each two-replica pass against each one-replica pass of fewer chats, with how many
+    times one's chats two carried and whether its p99 stayed at or below one's (issue #22: at least 1.8x)."""
+    done = [r for r in results if not r.get("skipped")]
+    ones = sorted((r for r in done if r["kind"] == "toolwire-redis-1"), key=lambda r: r["chats"])
+    twos = sorted((r for r in done if r["kind"] == "toolwire-redis-2"), key=lambda r: r["chats"])
+    lines = []
+    for two in twos:
+        for one in ones:
+            if one["chats"] >= two["chats"] or None in (one["latency_ms"]["p99"], two["latency_ms"]["p99"]):
+                continue
+            times = two["chats"] / one["chats"]
+            held = two["latency_ms"]["p99"] <= one["latency_ms"]["p99"] and not two["stuck"] and not two["errors"]
+            lines.append(f"- two replicas at N = {two['chats']:,} ({times:.1f}x) against one at N = {one['chats']:,}: "
+                         f"p99 {_number(two['latency_ms']['p99'])} ms against {_number(one['latency_ms']['p99'])} ms, "
+                         f"stuck {two['stuck']} / {one['stuck']}, errors {two['errors']} / {one['errors']}: "
+                         f"{'carried at the same p99' if held else 'slower'} "
+                         f"{_mark(held and times >= 1.8) if held else _mark(False)}")
+    return lines
+
+
 def markdown(run: Mapping[str, Any]) -> str:
     results = run["results"]
     sizes = _by_size(results)
@@ -131,6 +152,12 @@ def markdown(run: Mapping[str, Any]) -> str:
              f"Chats started at {shape['ramp_rate']:g} per second; a chat not finished "
              f"{shape['grace']:g} s after the ramp and its own length is stuck. Command: `{run['command']}`.",
              ""]
+    if shape.get("server_cpu"):
+        throttled = ", ".join(f"{r['label']} at N = {r['chats']:,}: {r['throttled_s']:g} s" for r in results
+                              if r.get("throttled_s") is not None)
+        lines += [f"Each server process was capped at {shape['server_cpu']:g} of a core (a cgroup each, "
+                  "`--server-cpu`); the kernel held them back, for having used their quota, for: "
+                  f"{throttled or 'no time'}.", ""]
     skipped = [r for r in results if r.get("skipped")]
     if skipped:
         lines += [f"Not run: {r['label']} at N = {r['chats']}: {r['skipped']}" for r in skipped] + [""]
@@ -152,7 +179,7 @@ def markdown(run: Mapping[str, Any]) -> str:
         lines += [f"N = {chats:,}:", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += [_ratio_row(result, kinds) for name, result in kinds.items() if name != FLOOR]
         lines.append("")
-    goals = _goals(sizes)
+    goals = _goals(sizes) + _scaling(results)
     if goals:
         lines += ["### Issue #22's targets", "", *goals, ""]
     return "\n".join(lines)
@@ -165,7 +192,9 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, command: str)
     deltas = next((r["deltas_per_chat"] for r in results if r["deltas_per_chat"]), 0)
     run = {"machine": machine(), "command": command,
            "shape": {"events": args.events, "argument_deltas": args.argument_deltas, "deltas_per_chat": deltas,
-                     "interval": args.interval, "ramp_rate": args.ramp_rate, "grace": args.grace},
+                     "interval": args.interval, "ramp_rate": args.ramp_rate, "grace": args.grace,
+                     "server_cpu": getattr(args, "server_cpu", None),
+                     "per_replica": getattr(args, "per_replica", False)},
            "results": results}
     (folder / "side_by_side.json").write_text(json.dumps(run, indent=1) + "\n")
     table = folder / "side_by_side.md"
