@@ -172,16 +172,20 @@ def test_a_split_the_run_could_not_resolve_gets_no_ratio_and_no_verdict(tmp_path
     assert "CPU per delta" not in text.split("### Issue #22's targets")[1]
 
 
-def test_the_report_sets_two_replicas_against_one_at_fewer_chats(tmp_path: Path) -> None:
-    one = {**_result("toolwire-redis-1", 100, 80.0, 25.0, 0.3), "throttled_s": 4.5}
-    two = {**_result("toolwire-redis-2", 200, 70.0, 26.0, 0.3), "throttled_s": 6.0}
-    slow = {**_result("toolwire-redis-2", 300, 900.0, 26.0, 0.3), "throttled_s": 30.0}
+def test_the_report_gives_the_chats_two_replicas_carry_at_each_one_replica_p99(tmp_path: Path) -> None:
+    ones = [{**_result("toolwire-redis-1", n, p99, 25.0, 0.3), "throttled_s": 4.5}
+            for n, p99 in ((100, 80.0), (200, 500.0), (300, 40.0))]
+    twos = [{**_result("toolwire-redis-2", n, p99, 26.0, 0.3), "throttled_s": 6.0}
+            for n, p99 in ((200, 70.0), (400, 300.0))]
+    twos.append({**_result("toolwire-redis-2", 600, 20.0, 26.0, 0.3, stuck=5), "throttled_s": 30.0})
     args = argparse.Namespace(out=tmp_path, events=10, argument_deltas=10, interval=0.2, ramp_rate=100.0, grace=30.0,
                               server_cpu=0.4, per_replica=True)
-    text = write([one, two, slow], args, "bench/side_by_side/run --server-cpu 0.4 --per-replica").read_text()
+    text = write([*ones, *twos], args, "bench/side_by_side/run --server-cpu 0.4 --per-replica").read_text()
     assert "capped at 0.4 of a core" in text
     assert "toolwire, PostgreSQL + Redis, two replicas at N = 200: 6 s" in text
-    assert "- two replicas at N = 200 (2.0x) against one at N = 100: p99 70.0 ms against 80.0 ms, stuck 0 / 0, " \
-           "errors 0 / 0: carried at the same p99 ✓" in text
-    assert "- two replicas at N = 300 (3.0x) against one at N = 100: p99 900.0 ms against 80.0 ms" in text
-    assert text.split("N = 300 (3.0x)")[1].splitlines()[0].endswith("slower ✗")
+    tried = "(200: 70.0 ms, 400: 300.0 ms, 600: 20.0 ms)"
+    assert f"- one replica at N = 100: p99 80.0 ms; two replicas carried N = 200 at or below it, 2.0x {tried} ✓" in text
+    # 600 had stuck chats: not carried, so 400 is the most (not "at least": a larger N was run).
+    assert f"- one replica at N = 200: p99 500.0 ms; two replicas carried N = 400 at or below it, 2.0x {tried} ✓" in text
+    assert f"- one replica at N = 300: p99 40.0 ms; two replicas carried none of the sizes run at or below it " \
+           f"{tried} ✗" in text

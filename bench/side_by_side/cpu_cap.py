@@ -5,7 +5,7 @@ test, so "two replicas carry twice the chats of one" cannot be seen: two replica
 busy. Capping each server process at the same fraction of a core (each in a cgroup of its own) makes one replica
 and two comparable: each gets what one replica gets, and the rest of the machine is left to everything else.
 
-The kernel enforces the quota per period (100 ms): a process that used its share waits for the next period, so a
+The kernel enforces the quota per period (10 ms, shorter than its default 100 ms so that a busy server waits in short steps, as on a slower core, rather than in long stalls): a process that used its share waits for the next period, so a
 capped server's latency also shows that wait once it is busy. That is the same for every server capped alike.
 
 Needs root and a `cpu` controller: cgroup v1 (`/sys/fs/cgroup/cpu`) or v2 (`cpu` in `cgroup.controllers`).
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-_PERIOD_US = 100_000
+_PERIOD_US = 10_000
 _V1 = Path("/sys/fs/cgroup/cpu")
 _V2 = Path("/sys/fs/cgroup")
 
