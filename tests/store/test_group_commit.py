@@ -265,6 +265,69 @@ async def test_refusals_after_other_operations_undo_only_their_own_writes(store:
     assert names == {name for name, fail in plan if not fail}
 
 
+async def test_new_chats_refused_for_a_taken_id_need_no_savepoint(store: SQLStore) -> None:
+    """A new chat's first run refuses only when its id is taken, which it finds before writing anything: after
+    other operations it runs without a SAVEPOINT (two round trips to PostgreSQL saved on every new chat), and a
+    taken id is refused at once while the rest of the batch commits in one transaction."""
+    from functools import partial
+
+    from toolwire.store import new_chat
+    from toolwire.store._writer import Operation, run_batch
+
+    user = await store.ensure_user("alice")
+    await store.create_chat(user.id, "taken", chat_id="c-taken")
+    loop = asyncio.get_running_loop()
+    ids = ["c-0", "c-taken", "c-1", "c-taken", "c-2"]
+    batch = [Operation(partial(store._writes.start_run, chat_id=chat_id, user_message=Message.user(f"hi {n}"),
+                               client_message_id=f"m-{n}", owner="p", lease_seconds=30, title=None,
+                               new_chat=new_chat(user.id, "new", chat_id=chat_id)),
+                       None, loop, refuses_first=(ChatIdTaken,)) for n, chat_id in enumerate(ids)]
+    seen: dict[str, int] = {"begin": 0, "rollback": 0, "savepoint": 0, "rollback_savepoint": 0}
+    listeners = {name: (lambda *_args, name=name: seen.__setitem__(name, seen[name] + 1)) for name in seen}
+    engine = store.engine.sync_engine
+    for name, listener in listeners.items():
+        event.listen(engine, name, listener)
+    try:
+        async with store.engine.connect() as conn:
+            await conn.run_sync(run_batch, batch)
+    finally:
+        for name, listener in listeners.items():
+            event.remove(engine, name, listener)
+    assert seen == {"begin": 1, "rollback": 0, "savepoint": 0, "rollback_savepoint": 0}
+    assert [type(op.error).__name__ if op.error else op.value[0].run.chat_id for op in batch] == \
+        ["c-0", "ChatIdTaken", "c-1", "ChatIdTaken", "c-2"]
+    for chat_id in ("c-0", "c-1", "c-2"):
+        rows = await store.list_messages(chat_id)
+        assert [row.messages[0].text for row in rows] == [f"hi {ids.index(chat_id)}"]
+    assert await store.list_messages("c-taken") == []  # the taken chat got nothing of the refused starts
+    # Through the store: twenty new chats at once, two of them on taken ids, share batches and no SAVEPOINT.
+    savepoints = [0]
+
+    def on_savepoint(*_args: Any) -> None:
+        savepoints[0] += 1
+
+    outcomes: dict[str, str] = {}
+
+    async def start(chat_id: str) -> None:
+        try:
+            begun = await store.start_run(chat_id, user_message=Message.user("hello"), client_message_id="m",
+                                          owner="p", lease_seconds=30, new_chat=new_chat(user.id, chat_id=chat_id))
+            outcomes[chat_id] = begun.run.chat_id
+        except ChatIdTaken:
+            outcomes[chat_id] = "taken"
+
+    event.listen(write_engine(store), "savepoint", on_savepoint)
+    try:
+        with counting_commits(store) as commits:
+            async with anyio.create_task_group() as tg:
+                for index in range(20):
+                    tg.start_soon(start, "c-1" if index in (5, 15) else f"new-{index}")
+    finally:
+        event.remove(write_engine(store), "savepoint", on_savepoint)
+    assert savepoints[0] == 0 and commits[0] < 18, (savepoints, commits)
+    assert outcomes == {**{f"new-{i}": f"new-{i}" for i in range(20) if i not in (5, 15)}, "c-1": "taken"}
+
+
 async def test_every_write_of_a_chat_is_ordered_by_that_chat(store: SQLStore, monkeypatch: Any) -> None:
     """The writer sorts a batch by the chat each operation locks, so two replicas' batches lock chats in one
     order. A round stored with its usage wraps its rows' insert: it reported no chat, sorted first, and two

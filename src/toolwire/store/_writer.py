@@ -30,7 +30,10 @@ sent, or another run going) run in a SAVEPOINT when others precede them in the t
 back to it and is final at once, since what it saw commits with it. Rolling the whole transaction back for
 each of them made a batch's cost grow with the square of its refusals: two replicas each given the same 90
 messages at once ran batches of 30 operations up to 20 times over, held the chats' locks across all those
-attempts, and deadlocked with each other for seconds.
+attempts, and deadlocked with each other for seconds. An operation whose refusals all come before its first write
+(`refuses_first`: a new chat's first run, refused only when its chat id is taken, which an `INSERT ... ON
+CONFLICT DO NOTHING` finds without failing a statement) needs no SAVEPOINT: its refusal leaves the transaction as
+it found it. That saves the SAVEPOINT and its RELEASE, two round trips to PostgreSQL, on every new chat.
 
 An outage (`unavailable`: the database away, a disk refusing writes) or a failed commit fails the whole
 batch: each of its callers gets its own `StoreUnavailable` and retries as it would have (the runner does, see
@@ -73,16 +76,19 @@ keep it to a few ms while a turn boundary of hundreds of chats still commits in 
 class Operation(Generic[_T]):
     """One queued write: its function, then its value or its error once its batch is over."""
 
-    __slots__ = ("after_commit", "chat", "error", "finished", "function", "loop", "refusable", "rerun", "value",
-                 "woken")
+    __slots__ = ("after_commit", "chat", "error", "finished", "function", "loop", "refusable", "refuses_first",
+                 "rerun", "value", "woken")
 
     def __init__(self, function: Callable[[Connection], _T], after_commit: Callable[[_T], None] | None,
-                 loop: asyncio.AbstractEventLoop, *, refusable: bool = False, chat: str | None = None) -> None:
+                 loop: asyncio.AbstractEventLoop, *, refusable: bool = False, chat: str | None = None,
+                 refuses_first: tuple[type[Exception], ...] = ()) -> None:
         self.function = function
         self.chat = chat if chat is not None else chat_written(function)
         """The chat whose rows it locks ("" for none): a batch runs its operations in this order."""
         self.refusable = refusable
         """It refuses in the normal course of things: after other operations it runs in a SAVEPOINT."""
+        self.refuses_first = refuses_first
+        """The refusals it raises before its first write, if any: final at once, with no SAVEPOINT around it."""
         self.loop = loop
         """The caller's event loop, where the batch's outcome is handed back."""
         self.after_commit = after_commit
@@ -125,6 +131,9 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
                     if savepoint is not None:
                         savepoint.rollback()  # its own statements only: the refusal is final
                         operation.value, operation.error = None, exc
+                        continue
+                    if isinstance(exc, operation.refuses_first):
+                        operation.value, operation.error = None, exc  # it wrote nothing: nothing to undo
                         continue
                     if index == 0:
                         operation.error = exc
@@ -241,18 +250,21 @@ class Writer:
 
     async def write(self, function: Callable[[Connection], _T], *,
                     after_commit: Callable[[_T], None] | None = None, urgent: bool = False,
-                    refusable: bool = False, chat: str | None = None) -> _T:
+                    refusable: bool = False, chat: str | None = None,
+                    refuses_first: tuple[type[Exception], ...] = ()) -> _T:
         """Run `function` in the next batch; its value once committed, or its own exception.
 
         `after_commit(value)` runs on the caller's loop right after the commit, in the batch's order and before
         the next batch's (the store's caches are updated there, so they never go back in time). An `urgent`
         operation goes to the head of the queue: it waits for the batch in flight, never behind the others
         queued (lease renewals: a busy writer must not let the leases of live runs expire). A `refusable`
-        operation is one that refuses in the normal course of things (see the module docstring). `chat` is the chat
+        operation is one that refuses in the normal course of things (see the module docstring); `refuses_first` names
+        the refusals it raises before its first write (instead of `refusable`: no SAVEPOINT). `chat` is the chat
         whose rows it locks, for one that names none itself (`chat_written`)."""
         if self._thread is None or self._closing:
             raise RuntimeError("The store's writer is not running: open the store first.")
-        operation = Operation(function, after_commit, asyncio.get_running_loop(), refusable=refusable, chat=chat)
+        operation = Operation(function, after_commit, asyncio.get_running_loop(), refusable=refusable, chat=chat,
+                              refuses_first=refuses_first)
         if urgent:
             self._queue.appendleft(operation)
         else:

@@ -56,7 +56,7 @@ from ._engine import (
     watch_health,
 )
 from ._lookups import LOOKUP_CACHE_SECONDS, Lookups
-from ._protocol import ApprovalsIncomplete
+from ._protocol import ApprovalsIncomplete, ChatIdTaken
 from ._queue import (
     Promoted,
     Queued,
@@ -303,15 +303,17 @@ class SQLStore:
 
     async def _write(self, operation: Callable[[Connection], _T], *,
                      after_commit: Callable[[_T], None] | None = None, urgent: bool = False,
-                     refusable: bool = False, run_id: str | None = None) -> _T:
-        """`operation` committed by the writer (in a batch with whatever else is queued); `refusable`: see
-        `Writer.write`. An operation keyed by `run_id` (it names no chat) is ordered by its run's chat: it locks
-        the run's row, which the chat's next run start waits for (the one active run per chat is a unique index),
-        and sorted apart from its chat it took its locks out of the order two replicas' batches agree on."""
+                     refusable: bool = False, run_id: str | None = None,
+                     refuses_first: tuple[type[Exception], ...] = ()) -> _T:
+        """`operation` committed by the writer (in a batch with whatever else is queued); `refusable` and
+        `refuses_first`: see `Writer.write`. An operation keyed by `run_id` (it names no chat) is ordered by its
+        run's chat: it locks the run's row, which the chat's next run start waits for (the one active run per chat
+        is a unique index), and sorted apart from its chat it took its locks out of the order two replicas'
+        batches agree on."""
         self.engine  # noqa: B018 - raises when the store is not open
         chat = self._run_chats.get(run_id) if run_id is not None else None
         return await self.writer.write(operation, after_commit=after_commit, urgent=urgent, refusable=refusable,
-                                       chat=chat)
+                                       chat=chat, refuses_first=refuses_first)
 
     def _knows(self, run: Run) -> Run:
         """Note the run's chat (for `_write`); returns the run."""
@@ -538,7 +540,10 @@ class SQLStore:
                 self._writes.start_run, chat_id=chat_id, user_message=user_message,
                 client_message_id=client_message_id, owner=owner, lease_seconds=lease_seconds, title=title,
                 parent_id=parent_id, model=model, new_chat=new_chat),
-                after_commit=self._chats_put_second, refusable=True)
+                # A new chat's start refuses only when its id is taken, found before anything is written (and
+                # with a parent, not found after: that one runs again first in the next batch, as any failure).
+                after_commit=self._chats_put_second, refusable=new_chat is None,
+                refuses_first=(ChatIdTaken,) if new_chat is not None else ())
         except Earlier as earlier:
             return earlier.start
         self._knows(start.run)
