@@ -21,6 +21,7 @@ replaced by `REDACTED`.
 from __future__ import annotations
 
 import email.utils
+import functools
 import logging
 import random
 import time
@@ -234,6 +235,14 @@ _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key"
 _SECRET_QUERY = frozenset({"key", "api_key", "apikey", "api-key", "access_token", "token", "sig", "signature"})
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed_url(url: str) -> httpx.URL:
+    """`url` parsed once: a model asks the same few URLs over and over, and httpx parses a string URL anew on every
+    request (in pure Python: 30 µs of a request build, 20 µs with the URL parsed). An `httpx.URL` is immutable, so one
+    parse serves every request; `httpx.URL(url)` on one is free."""
+    return httpx.URL(url)
+
+
 def display_url(url: str) -> str:
     """`url` without a password and with secret query parameters replaced, for messages."""
     parts = _split(url)
@@ -308,7 +317,7 @@ async def open_stream(
                 provider=provider,
             )
         try:
-            request = client.build_request("POST", url, content=body, headers=headers,
+            request = client.build_request("POST", _parsed_url(url), content=body, headers=headers,
                                            timeout=timeout.httpx(remaining))
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
             raise UserError(f"The URL {shown_url} cannot be requested ({exc}). Check base_url: it must be "
