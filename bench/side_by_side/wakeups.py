@@ -2,12 +2,13 @@
 
     .venv/bin/python -m bench.side_by_side.wakeups --chats 50
     .venv/bin/python -m bench.side_by_side.wakeups --chats 50 --before /tmp/main-tree/src --rounds 3
+    .venv/bin/python -m bench.side_by_side.wakeups --chats 50 --store postgresql
 
 The side-by-side run's chats (`bench/side_by_side`: the paced model, 10 text deltas, two tool calls of 10
-argument deltas each, 10 more text deltas) against `toolwire serve` on SQLite, on its native route. The server
-process counts every callback its asyncio loop runs (a task step is one: a task woken by a future, a socket
-ready, a timer) through the `sitecustomize` in `_counting/`, put on its PYTHONPATH, and reports the count with
-its CPU time when sent SIGUSR1. A pass of N chats of 40 deltas and a pass of N chats of 4 deltas (as long in
+argument deltas each, 10 more text deltas) against `toolwire serve` on SQLite (or `--store postgresql`), on its
+native route. The server process counts every callback its asyncio loop runs (a task step is one: a task woken
+by a future, a socket ready, a timer) through the `sitecustomize` in `_counting/`, put on its PYTHONPATH, and
+reports the count with its CPU time when sent SIGUSR1. A pass of N chats of 40 deltas and a pass of N chats of 4 deltas (as long in
 time, so as many at once) give the line through the two: callbacks and CPU ms per delta, and the fixed part per
 chat. The count does not depend on how busy the machine is (the CPU does); a delta that several tasks hand on to
 one another costs a callback per hand-off. With `--before SRC`, a server from that tree runs the same passes
@@ -30,9 +31,10 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
-from bench.load.__main__ import REPO, start, start_servers, stop
+from bench.load.__main__ import REPO, services, start, start_servers, stop
 from bench.side_by_side.__main__ import KINDS, Outcome, exercise
 from bench.side_by_side.tools import TOOLS_MODULE
 
@@ -63,8 +65,11 @@ def one_server(src: Path | None, args: argparse.Namespace,
                by_name: dict[str, collections.Counter[str]] | None = None) -> dict[str, float]:
     """Warm-up, then the long and the short pass on a fresh model process and server; the line through them.
     With `by_name`, each pass's callbacks by name, per chat, go there (under the pass's name)."""
-    with tempfile.TemporaryDirectory(prefix="toolwire-wakeups-") as temp:
+    with tempfile.TemporaryDirectory(prefix="toolwire-wakeups-") as temp, ExitStack() as stack:
         folder = Path(temp)
+        database = str(folder / "bench.db")
+        if args.store == "postgresql":  # a fresh database on the tests' PostgreSQL, as bench/side_by_side's
+            database, _, _ = stack.enter_context(services(False))
         counts = folder / "counts"
         provider, found = start([sys.executable, "-m", "bench.load.provider", "--shape", "agent",
                                  "--events", "10", "--argument-deltas", "10", "--interval", str(args.interval)],
@@ -75,7 +80,7 @@ def one_server(src: Path | None, args: argparse.Namespace,
         if by_name is not None:
             os.environ["TOOLWIRE_BENCH_CALLBACK_NAMES"] = "1"
         try:
-            [server] = start_servers(1, folder, str(folder / "bench.db"), int(found.group(1)), None,
+            [server] = start_servers(1, folder, database, int(found.group(1)), None,
                                      extra=["--tools", TOOLS_MODULE, "--max-steps", "5"], src=src)
         finally:
             del os.environ["PYTHONPATH"], os.environ["TOOLWIRE_BENCH_COUNTS"]
@@ -112,6 +117,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.side_by_side.wakeups", description=__doc__.split("\n")[0])
     parser.add_argument("--chats", type=int, default=50, help="chats at once in each pass (default 50)")
     parser.add_argument("--before", type=Path, default=None, help="another toolwire source tree to compare with")
+    parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
+                        help="the server's database (default sqlite; postgresql: the tests' server, from "
+                             "scripts/test-services)")
     parser.add_argument("--rounds", type=int, default=1, help="passes of each tree, in turn (default 1)")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between a chat's deltas")
     parser.add_argument("--ramp-rate", type=float, default=100.0, help="chats started per second")
