@@ -42,6 +42,30 @@ def counting_commits(store: SQLStore) -> Iterator[list[int]]:
         event.remove(write_engine(store), "commit", on_commit)
 
 
+@contextmanager
+def counting_savepoints(engine: Any) -> Iterator[dict[str, int]]:
+    """The transactions begun and rolled back, and the SAVEPOINT statements run, on `engine` (a sync engine)."""
+    seen = {"begin": 0, "rollback": 0, "savepoint": 0, "rollback_savepoint": 0, "release_savepoint": 0}
+    kinds = {"SAVEPOINT": "savepoint", "ROLLBACK TO SAVEPOINT": "rollback_savepoint",
+             "RELEASE SAVEPOINT": "release_savepoint"}
+
+    def on_statement(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        for start, kind in kinds.items():
+            if statement.startswith(start):
+                seen[kind] += 1
+
+    listeners = {"begin": lambda *_args: seen.__setitem__("begin", seen["begin"] + 1),
+                 "rollback": lambda *_args: seen.__setitem__("rollback", seen["rollback"] + 1),
+                 "before_cursor_execute": on_statement}
+    for name, listener in listeners.items():
+        event.listen(engine, name, listener)
+    try:
+        yield seen
+    finally:
+        for name, listener in listeners.items():
+            event.remove(engine, name, listener)
+
+
 def counting_checkouts(store: SQLStore) -> list[int]:
     """Counts, from now on, the connections the writer checks out of its pool."""
     checkouts = [0]
@@ -246,23 +270,31 @@ async def test_refusals_after_other_operations_undo_only_their_own_writes(store:
     loop = asyncio.get_running_loop()
     plan = [(f"u{index}", index % 3 == 1) for index in range(12)]
     batch = [Operation(add_user(name, fail), None, loop, refusable=True) for name, fail in plan]
-    seen: dict[str, int] = {"begin": 0, "rollback": 0, "savepoint": 0, "rollback_savepoint": 0}
-    listeners = {name: (lambda *_args, name=name: seen.__setitem__(name, seen[name] + 1)) for name in seen}
-    engine = store.engine.sync_engine
-    for name, listener in listeners.items():
-        event.listen(engine, name, listener)
-    try:
+    with counting_savepoints(store.engine.sync_engine) as seen:
         async with store.engine.connect() as conn:
             await conn.run_sync(run_batch, batch)
-    finally:
-        for name, listener in listeners.items():
-            event.remove(engine, name, listener)
     outcomes = [str(op.error) if op.error is not None else op.value for op in batch]
     assert outcomes == [f"{name} refused after writing" if fail else name for name, fail in plan]
-    assert seen == {"begin": 1, "rollback": 0, "savepoint": 11, "rollback_savepoint": 4}  # the first has none
+    # The first has none; each of the others is released or rolled back to.
+    assert seen == {"begin": 1, "rollback": 0, "savepoint": 11, "rollback_savepoint": 4, "release_savepoint": 7}
     async with store.engine.connect() as conn:
         names = set((await conn.execute(text("SELECT name FROM users"))).scalars())
     assert names == {name for name, fail in plan if not fail}
+    # Under one name: a statement text asyncpg has prepared once (a new name each time was prepared each time).
+    texts: set[str] = set()
+
+    def on_statement(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if "SAVEPOINT" in statement:
+            texts.add(statement)
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", on_statement)
+    try:
+        again = [Operation(add_user(f"again-{name}", fail), None, loop, refusable=True) for name, fail in plan]
+        async with store.engine.connect() as conn:
+            await conn.run_sync(run_batch, again)
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", on_statement)
+    assert len(texts) == 3, texts  # SAVEPOINT, ROLLBACK TO SAVEPOINT, RELEASE SAVEPOINT of one name
 
 
 async def test_new_chats_refused_for_a_taken_id_need_no_savepoint(store: SQLStore) -> None:
@@ -282,18 +314,10 @@ async def test_new_chats_refused_for_a_taken_id_need_no_savepoint(store: SQLStor
                                client_message_id=f"m-{n}", owner="p", lease_seconds=30, title=None,
                                new_chat=new_chat(user.id, "new", chat_id=chat_id)),
                        None, loop, refuses_first=(ChatIdTaken,)) for n, chat_id in enumerate(ids)]
-    seen: dict[str, int] = {"begin": 0, "rollback": 0, "savepoint": 0, "rollback_savepoint": 0}
-    listeners = {name: (lambda *_args, name=name: seen.__setitem__(name, seen[name] + 1)) for name in seen}
-    engine = store.engine.sync_engine
-    for name, listener in listeners.items():
-        event.listen(engine, name, listener)
-    try:
+    with counting_savepoints(store.engine.sync_engine) as seen:
         async with store.engine.connect() as conn:
             await conn.run_sync(run_batch, batch)
-    finally:
-        for name, listener in listeners.items():
-            event.remove(engine, name, listener)
-    assert seen == {"begin": 1, "rollback": 0, "savepoint": 0, "rollback_savepoint": 0}
+    assert seen == {"begin": 1, "rollback": 0, "savepoint": 0, "rollback_savepoint": 0, "release_savepoint": 0}
     assert [type(op.error).__name__ if op.error else op.value[0].run.chat_id for op in batch] == \
         ["c-0", "ChatIdTaken", "c-1", "ChatIdTaken", "c-2"]
     for chat_id in ("c-0", "c-1", "c-2"):
@@ -301,11 +325,6 @@ async def test_new_chats_refused_for_a_taken_id_need_no_savepoint(store: SQLStor
         assert [row.messages[0].text for row in rows] == [f"hi {ids.index(chat_id)}"]
     assert await store.list_messages("c-taken") == []  # the taken chat got nothing of the refused starts
     # Through the store: twenty new chats at once, two of them on taken ids, share batches and no SAVEPOINT.
-    savepoints = [0]
-
-    def on_savepoint(*_args: Any) -> None:
-        savepoints[0] += 1
-
     outcomes: dict[str, str] = {}
 
     async def start(chat_id: str) -> None:
@@ -316,15 +335,11 @@ async def test_new_chats_refused_for_a_taken_id_need_no_savepoint(store: SQLStor
         except ChatIdTaken:
             outcomes[chat_id] = "taken"
 
-    event.listen(write_engine(store), "savepoint", on_savepoint)
-    try:
-        with counting_commits(store) as commits:
-            async with anyio.create_task_group() as tg:
-                for index in range(20):
-                    tg.start_soon(start, "c-1" if index in (5, 15) else f"new-{index}")
-    finally:
-        event.remove(write_engine(store), "savepoint", on_savepoint)
-    assert savepoints[0] == 0 and commits[0] < 18, (savepoints, commits)
+    with counting_commits(store) as commits, counting_savepoints(write_engine(store)) as seen:
+        async with anyio.create_task_group() as tg:
+            for index in range(20):
+                tg.start_soon(start, "c-1" if index in (5, 15) else f"new-{index}")
+    assert seen["savepoint"] == 0 and commits[0] < 18, (seen, commits)
     assert outcomes == {**{f"new-{i}": f"new-{i}" for i in range(20) if i not in (5, 15)}, "c-1": "taken"}
 
 

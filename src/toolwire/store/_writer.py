@@ -117,7 +117,9 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
         try:
             for index, operation in enumerate(todo):
                 operation.error = None  # a refusal in a savepoint of an attempt that was then rolled back
-                savepoint = conn.begin_nested() if operation.refusable and index else None
+                savepoint = operation.refusable and index > 0
+                if savepoint:
+                    conn.exec_driver_sql(_SAVEPOINT)
                 try:
                     operation.value = operation.function(conn)
                 except Exception as exc:
@@ -128,8 +130,8 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
                         break
                     if unavailable(exc):
                         raise
-                    if savepoint is not None:
-                        savepoint.rollback()  # its own statements only: the refusal is final
+                    if savepoint:
+                        conn.exec_driver_sql(_ROLLBACK_TO_SAVEPOINT)  # its own statements only: the refusal is final
                         operation.value, operation.error = None, exc
                         continue
                     if isinstance(exc, operation.refuses_first):
@@ -145,8 +147,8 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
                         operation.rerun = True
                     failed = operation
                     break
-                if savepoint is not None:
-                    savepoint.commit()
+                if savepoint:
+                    conn.exec_driver_sql(_RELEASE_SAVEPOINT)
             else:
                 transaction.commit()
                 return
@@ -164,6 +166,15 @@ def run_batch(conn: Connection, batch: Sequence[Operation[Any]]) -> None:
         for operation in todo:
             operation.value = None
 
+
+_SAVEPOINT = "SAVEPOINT toolwire_operation"
+_ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT toolwire_operation"
+_RELEASE_SAVEPOINT = "RELEASE SAVEPOINT toolwire_operation"
+"""One name for every operation's savepoint (they never nest: each is released or rolled back to before the next
+is taken). SQLAlchemy's `begin_nested` names each anew (`sa_savepoint_1`, `_2`, ... for as long as the writer
+keeps its connection), and asyncpg prepares every statement text it has not seen: two more round trips for each
+savepoint, and a cache of prepared statements (100) filled with names used once, pushing out the round's
+inserts and the run's updates, which then were prepared again too."""
 
 _DEADLOCK_RETRIES = 5
 _DEADLOCK_STATES = ("40P01", "40001")
