@@ -264,9 +264,9 @@ class Backlogged(SQLStore):
     def write_backlog(self) -> int:
         return self.backlog
 
-    async def record_step_text(self, run_id: str, step: int, text: str) -> None:
+    def checkpoint_step_text(self, run_id: str, step: int, text: str) -> None:
         self.checkpoints.append(text)
-        await super().record_step_text(run_id, step, text)
+        super().checkpoint_step_text(run_id, step, text)
 
 
 @pytest.mark.parametrize("backlog", [0, 1_000], ids=["idle-writer", "backlogged-writer"])

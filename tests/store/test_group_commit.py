@@ -343,6 +343,40 @@ async def test_new_chats_refused_for_a_taken_id_need_no_savepoint(store: SQLStor
     assert outcomes == {**{f"new-{i}": f"new-{i}" for i in range(20) if i not in (5, 15)}, "c-1": "taken"}
 
 
+async def test_a_rider_goes_with_the_next_batch_or_after_a_while_in_its_own(store: SQLStore) -> None:
+    """`Writer.ride`: a write nobody waits for joins the batch another write starts (no transaction of its own);
+    with none started it is written after `RIDE_SECONDS`; a newer rider of the same key replaces one not yet
+    taken; closing the writer writes the riders left."""
+    from toolwire.store._writer import RIDE_SECONDS
+
+    user = await store.ensure_user("alice")
+    chat = await store.create_chat(user.id, "c")
+    begun = await store.start_run(chat.id, user_message=Message.user("hi"), client_message_id="m", owner="p",
+                                  lease_seconds=30)
+    run_id = begun.run.id
+
+    async def stored_text() -> Any:
+        async with store.engine.connect() as conn:
+            return (await conn.execute(text("SELECT step_text FROM runs WHERE id = :id"), {"id": run_id})).scalar()
+
+    writer = store.writer
+    with counting_commits(store) as commits:
+        store.checkpoint_step_text(run_id, 0, "older")
+        store.checkpoint_step_text(run_id, 0, "newer")  # replaces the one not taken yet
+        await store.ensure_user("bob")  # starts a batch: the rider goes with it
+        assert commits[0] == 1 and '"newer"' in await stored_text()
+        operations = writer.operations
+        store.checkpoint_step_text(run_id, 0, "alone")
+        await anyio.sleep(RIDE_SECONDS / 4)
+        assert '"newer"' in await stored_text() and commits[0] == 1  # nothing started a batch yet
+        await anyio.sleep(RIDE_SECONDS * 2)
+        assert '"alone"' in await stored_text() and commits[0] == 2 and writer.operations == operations + 1
+        store.checkpoint_step_text(run_id, 0, "at the close")
+    await store.close()
+    await store.open()
+    assert '"at the close"' in await stored_text()
+
+
 async def test_every_write_of_a_chat_is_ordered_by_that_chat(store: SQLStore, monkeypatch: Any) -> None:
     """The writer sorts a batch by the chat each operation locks, so two replicas' batches lock chats in one
     order. A round stored with its usage wraps its rows' insert: it reported no chat, sorted first, and two

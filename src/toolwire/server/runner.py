@@ -317,7 +317,7 @@ class Runner:
             await self._flush_saved()
             self._channel.close()
             if self._step is not None and self._text_size > self._text_saved_size:
-                self._checkpoint_text(self._step)
+                self._checkpoint_text(self._step, in_journal=True)
             self._journal.end()
             await self._journal.run()  # what the cancelled journal task had not written yet
         except Exception:  # the journal as it stands is a checkpoint too: the run goes on from there
@@ -576,12 +576,19 @@ class Runner:
                 self._journal.add_step(message)
         self._out.append(self.publisher.event_entry(event, step))
 
-    def _checkpoint_text(self, step: int) -> None:
-        """Write the step's text so far behind the events (see `TEXT_CHECKPOINT_SECONDS`)."""
+    def _checkpoint_text(self, step: int, *, in_journal: bool = False) -> None:
+        """Write the step's text so far behind the events (see `TEXT_CHECKPOINT_SECONDS`): with the store's next
+        write batch where the store offers that (`SQLStore.checkpoint_step_text`: nothing waits for a checkpoint,
+        and one a second per streaming run was a third of a chat's transactions), else (or `in_journal`: a
+        hand-over, after which the continuing server must find it) through the journal task, in order."""
         text = "".join(self._text)
         self._text = [text]
         self._text_saved_size = self._text_size
         self._text_saved_at = time.monotonic()
+        ride = None if in_journal else getattr(self.store, "checkpoint_step_text", None)
+        if ride is not None:
+            ride(self.run_id, step, text)
+            return
         self._journal.add(partial(self._durably, "checkpointing a step's text",
                                   partial(self.store.record_step_text, self.run_id, step, text)))
 

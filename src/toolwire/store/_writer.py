@@ -39,6 +39,13 @@ An outage (`unavailable`: the database away, a disk refusing writes) or a failed
 batch: each of its callers gets its own `StoreUnavailable` and retries as it would have (the runner does, see
 `server/runner.py`).
 
+Riders. A write nobody waits for and that may come a little late (a run's text checkpoint) need not cost a
+transaction of its own: `ride` keeps it until the next batch starts for something else, and only when none has
+started after `RIDE_SECONDS` does it start one. Under a few hundred chats, where a batch starts every few
+milliseconds but most hold one write, each checkpoint was a transaction of its own (two of a chat's six); riding,
+it is one more statement in a transaction that runs anyway. A later ride under the same key replaces one not
+taken yet (a run's newer text replaces its older). Closing the writer writes the riders too.
+
 Cancellation. A caller is shielded while its operation is queued or running: it is written (or refused)
 whatever happens to the caller, and the caller's cancellation takes effect once it returns. Closing the
 writer commits what is queued first.
@@ -61,11 +68,14 @@ from sqlalchemy import Connection
 
 from ._engine import StoreHealth, StoreUnavailable, describe_outage, unavailable
 
-__all__ = ["WRITE_BATCH", "LoopThread", "Operation", "Writer", "run_batch"]
+__all__ = ["RIDE_SECONDS", "WRITE_BATCH", "LoopThread", "Operation", "Writer", "run_batch"]
 
 _T = TypeVar("_T")
 
 logger = logging.getLogger("toolwire.store")
+
+RIDE_SECONDS = 0.2
+"""The longest a rider waits for another write's batch before it starts one of its own."""
 
 WRITE_BATCH = 64
 """The most operations committed in one transaction. A batch holds SQLite's write lock (or PostgreSQL's row
@@ -219,6 +229,13 @@ class Writer:
         self._idle = False
         """The driver waits for `_wakeup`: the next write must set it (a flag, so a busy writer costs no wake-up)."""
         self._closing = False
+        self._riders: dict[str, Operation[Any]] = {}  # added on the callers' loop, taken by the writer's
+        self._riders_lock = threading.Lock()
+        self._ride_timer: asyncio.TimerHandle | None = None
+        self._riders_since = 0.0
+        """When the oldest rider not taken yet came (the callers' loop's clock)."""
+        self._riders_ready = False
+        """The riders have waited long enough: they start a batch (else they only join one)."""
         self.batches = 0
         """Batches run (committed or failed) since the store opened: with `operations`, how well writes group."""
         self.operations = 0
@@ -246,6 +263,9 @@ class Writer:
         if thread is None or driver is None:
             return
         self._closing = True
+        if self._ride_timer is not None:
+            self._ride_timer.cancel()
+            self._ride_timer = None
         self._signal()
         with anyio.CancelScope(shield=True):
             try:
@@ -285,6 +305,45 @@ class Writer:
             await operation.woken.wait()
         return operation.outcome()
 
+    def ride(self, key: str, function: Callable[[Connection], object], *, chat: str = "") -> None:
+        """Run `function` in the next batch that starts, without waiting for it (see "Riders" in the module
+        docstring); it replaces a rider of the same `key` that no batch has taken yet. Its failure is logged, not
+        raised: a rider is a write that the next one makes good (a newer checkpoint). `chat` orders it in its batch
+        as `write` does. Ignored once the writer is closing."""
+        if self._thread is None or self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        operation = Operation(function, _rider_done, loop, chat=chat)
+        with self._riders_lock:
+            if not self._riders:
+                self._riders_since = loop.time()
+            self._riders[key] = operation
+        if self._ride_timer is None:
+            self._ride_timer = loop.call_at(self._riders_since + RIDE_SECONDS, self._riders_due)
+
+    def _riders_due(self) -> None:
+        """When the oldest rider not taken has waited `RIDE_SECONDS`, the riders start a batch. (The timer is armed
+        once for many rides: riders taken by a batch meanwhile leave it early for the next ones, which it sets
+        again for their own due time.)"""
+        self._ride_timer = None
+        with self._riders_lock:
+            waiting, since = bool(self._riders), self._riders_since
+        if not waiting:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < since + RIDE_SECONDS:
+            self._ride_timer = loop.call_at(since + RIDE_SECONDS, self._riders_due)
+        else:
+            self._riders_ready = True
+            self._signal()
+
+    def _take_riders(self) -> list[Operation[Any]]:
+        with self._riders_lock:
+            riders = list(self._riders.values())
+            self._riders.clear()
+            self._riders_ready = False
+        return riders
+
     def _signal(self) -> None:
         if self._idle and self._thread is not None and self._wakeup is not None:
             self._idle = False
@@ -295,14 +354,14 @@ class Writer:
         assert self._wakeup is not None
         try:
             while True:
-                if self._queue:
+                if self._queue or self._riders_ready or (self._closing and self._riders):
                     await self._next_batch()
                     continue
                 if self._closing:
                     return
                 # Idle first, then look again: a write that queued after the look above sees `_idle` and signals.
                 self._idle = True
-                if not self._queue and not self._closing:
+                if not self._queue and not self._closing and not self._riders_ready:
                     await self._wakeup.wait()
                 self._wakeup.clear()
                 self._idle = False
@@ -320,8 +379,10 @@ class Writer:
         # In the order of the chats they write: two replicas' batches then lock chat rows in one order and cannot
         # deadlock on them (each deadlock costs PostgreSQL's deadlock_timeout, 1 s, before it aborts one). The
         # sort is stable, so a chat's operations keep the order they came in.
-        batch = sorted((self._queue.popleft() for _ in range(count)),
-                       key=lambda operation: operation.chat)
+        taken = [self._queue.popleft() for _ in range(count)]
+        taken += self._take_riders()
+        batch = sorted(taken, key=lambda operation: operation.chat)
+        count = len(batch)
         self.batches += 1
         self.operations += count
         self.largest = max(self.largest, count)
@@ -357,6 +418,9 @@ class Writer:
                 if operation.error is None or outage:
                     operation.error = _batch_error(failure) if isinstance(failure, Exception) else failure
         for operation in batch:
+            if operation.after_commit is _rider_done and operation.error is not None:
+                logger.warning("A write made without waiting for it (a run's text checkpoint) failed; the run's next "
+                               "one makes it good: %s", operation.error)
             if failure is None and operation.error is None and operation.after_commit is not None:
                 try:
                     operation.after_commit(operation.value)
@@ -364,6 +428,10 @@ class Writer:
                     logger.exception("Updating the store's caches after a commit failed")
             operation.finished = True
             operation.woken.set()
+
+
+def _rider_done(value: object) -> None:
+    """A rider's `after_commit`, which marks it as one: it has nobody to tell of its outcome (`Writer.ride`)."""
 
 
 def chat_written(function: Callable[..., Any]) -> str:

@@ -639,6 +639,14 @@ class SQLStore:
     async def record_step_text(self, run_id: str, step: int, text: str) -> None:
         await self._write(partial(Writes.record_step_text, run_id=run_id, step=step, text=text), run_id=run_id)
 
+    def checkpoint_step_text(self, run_id: str, step: int, text: str) -> None:
+        """`record_step_text` without waiting: the text goes with the writer's next batch, or after at most
+        `RIDE_SECONDS` in one of its own (`Writer.ride`); a newer checkpoint of the run not written yet replaces
+        it. A failure is logged: the run's next checkpoint makes it good."""
+        self.engine  # noqa: B018 - raises when the store is not open
+        self.writer.ride(f"step_text:{run_id}", partial(Writes.record_step_text, run_id=run_id, step=step, text=text),
+                         chat=self._run_chats.get(run_id, ""))
+
     @_shielded
     async def record_step_message(self, run_id: str, message: Message) -> None:
         await self._write(partial(Writes.record_step_message, run_id=run_id, message_json=message.to_json().decode()),
