@@ -109,11 +109,12 @@ AgentFactory: TypeAlias = Callable[[ChatContext], "Agent[Any] | Awaitable[Agent[
 
 TEXT_CHECKPOINT_SECONDS = 1.0
 TEXT_CHECKPOINT_BYTES = 8192
-"""The text a step streams is checkpointed (`Store.record_step_text`, through the journal task) once it has grown by
-`TEXT_CHECKPOINT_BYTES` characters or `TEXT_CHECKPOINT_SECONDS` have passed since the last checkpoint, whichever
-comes first: a crash loses at most about a second (or 8 KiB) of an answer, and a streaming run adds about one small
-write a second to the store's group commit (a model writes a few hundred characters a second), not one per
-delta. The text is stored, marked incomplete, only when the run cannot be continued (docs/guides/durable-runs.md)."""
+"""The text a step streams is checkpointed (`SQLStore.checkpoint_step_text`, with the writer's next batch; else
+`Store.record_step_text` through the journal task) once it has grown by `TEXT_CHECKPOINT_BYTES` characters or
+`TEXT_CHECKPOINT_SECONDS` have passed since the last checkpoint, whichever comes first: a crash loses at most about
+a second (or 8 KiB) of an answer, and a streaming run adds about one small write a second to the store's group
+commit (a model writes a few hundred characters a second), not one per delta. The text is stored, marked
+incomplete, only when the run cannot be continued (docs/guides/durable-runs.md)."""
 
 CHECKPOINT_BACKLOG = 256
 """A text checkpoint that is due by time only waits while the store's writer has more writes than this queued
