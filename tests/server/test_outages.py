@@ -313,3 +313,27 @@ async def test_a_sqlite_disk_that_refuses_writes_for_4_s_leaves_the_server_servi
     assert "failed, retrying for up to" in server.stderr()
     print(f"\nSQLite disk full {OUTAGE:.0f} s: the run finished {finished_after:.2f} s after the disk was freed; "
           f"/readyz 200 again {ready_in:.2f} s later")
+
+
+async def test_after_a_postgres_restart_no_connection_from_before_fails_a_read(postgres_cluster: PostgresCluster,
+                                                                                pg_url: str) -> None:
+    """The store's pools each hold connections opened before a restart. The first success after it (the writer's)
+    ends the outage for the store's health, and pinging every lent connection ended with it: the first read on each
+    other pool then met a stale connection and failed (503 `store_unavailable` for its request). Each connection
+    older than the outage is now pinged once before it is lent."""
+    from toolwire.store import SQLStore, StoreUnavailable
+
+    async with SQLStore(pg_url) as store:
+        user = await store.ensure_user("alice")
+        chat = await store.create_chat(user.id, "c")
+        assert await store.list_messages(chat.id) == []  # the hot reads' pool holds a connection now
+        postgres_cluster.pause()
+        try:
+            with pytest.raises(StoreUnavailable):
+                await store.ensure_user("bob")
+        finally:
+            postgres_cluster.resume()
+        await store.ensure_user("carol")  # the writer's new connection: the outage is over
+        assert store.health.failed_at is None
+        assert await store.list_messages(chat.id) == []
+        assert await store.run_summaries(chat.id) == []

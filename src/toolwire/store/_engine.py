@@ -55,7 +55,7 @@ concurrent runs; PostgreSQL's default `max_connections` (100) then takes two rep
 No ping before each checkout: under load that round trip was paid by every transaction, while a
 connection the server dropped fails the one transaction that meets it, and SQLAlchemy then discards the
 pool's connections and opens new ones (and, after a failure, `watch_health` pings each connection it lends
-until the database answers again). Connections are replaced after 30 minutes so that none outlives a failover
+until the database answers again, and each connection older than the outage once after that). Connections are replaced after 30 minutes so that none outlives a failover
 behind a proxy for long. A connection attempt gives up after 5 s and a statement after 15 s: a database that
 is down or frozen fails the operation (503 `store_unavailable` for a request) instead of hanging it."""
 
@@ -107,17 +107,22 @@ class StoreHealth:
     """What the store saw of its database lately: read by `/readyz` and by the pool's checkout.
 
     `failed_at` is set by any operation that met an outage and cleared by the next that succeeded;
-    `write_error` is set by a write that met one and cleared by the next write that succeeded.
+    `write_error` is set by a write that met one and cleared by the next write that succeeded. `outages` counts
+    the outages met (a failure after a success starts a new one): a pooled connection older than the last one is
+    pinged before it is lent (`watch_health`).
     """
 
-    __slots__ = ("failed_at", "last_error", "write_error")
+    __slots__ = ("failed_at", "last_error", "outages", "write_error")
 
     def __init__(self) -> None:
         self.failed_at: float | None = None
         self.last_error = ""
         self.write_error: str | None = None
+        self.outages = 0
 
     def failed(self, error: BaseException, *, write: bool) -> None:
+        if self.failed_at is None:
+            self.outages += 1
         self.failed_at = self.failed_at or time.monotonic()
         self.last_error = describe_outage(error)
         if write:
@@ -137,13 +142,21 @@ def describe_outage(error: BaseException) -> str:
 
 
 def watch_health(engine: AsyncEngine, health: StoreHealth) -> None:
-    """After a failure (`health.failed_at` set), ping each connection the pool lends before using it; a stale one
-    (the database restarted since it was opened) is replaced there, not met by the operation."""
+    """After an outage, ping each connection the pool lends before using it, once, if it is older than the outage's
+    start; a stale one (the database restarted since it was opened) is replaced there, not met by the operation.
+
+    Once, per connection, and not only while the outage lasts: the store has several pools (the writer's, the
+    hot reads', the others), and the first success on one of them ended the pinging for all. The first read on
+    each of the others' connections from before a PostgreSQL restart then failed with 503 (`store_unavailable`)."""
     dialect = engine.sync_engine.dialect
 
+    @event.listens_for(engine.sync_engine, "connect")
+    def _connect(_dbapi_connection: Any, record: Any) -> None:
+        record.info["toolwire_outages"] = health.outages  # opened now: it is not stale
+
     @event.listens_for(engine.sync_engine, "checkout")
-    def _checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-        if health.failed_at is None:
+    def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if record.info.get("toolwire_outages", 0) >= health.outages and health.failed_at is None:
             return
         try:
             alive = dialect.do_ping(dbapi_connection)
@@ -151,6 +164,7 @@ def watch_health(engine: AsyncEngine, health: StoreHealth) -> None:
             raise sa_exc.DisconnectionError(f"a pooled connection is stale: {exc}") from exc
         if not alive:
             raise sa_exc.DisconnectionError("a pooled connection is stale")
+        record.info["toolwire_outages"] = health.outages
 
 
 def normalize_url(url: str | URL) -> URL:
