@@ -55,9 +55,10 @@ concurrent runs; PostgreSQL's default `max_connections` (100) then takes two rep
 No ping before each checkout: under load that round trip was paid by every transaction, while a
 connection the server dropped fails the one transaction that meets it, and SQLAlchemy then discards the
 pool's connections and opens new ones (and, after a failure, `watch_health` pings each connection it lends
-until the database answers again, and each connection older than the outage once after that). Connections are replaced after 30 minutes so that none outlives a failover
-behind a proxy for long. A connection attempt gives up after 5 s and a statement after 15 s: a database that
-is down or frozen fails the operation (503 `store_unavailable` for a request) instead of hanging it."""
+until the database answers again, and each connection older than the outage once after that). Connections are
+replaced after 30 minutes so that none outlives a failover behind a proxy for long. A connection attempt gives up
+after 5 s and a statement after 15 s: a database that is down or frozen fails the operation (503
+`store_unavailable` for a request) instead of hanging it."""
 
 _MIGRATION_LOCK = 0x746F6F6C77697265  # "toolwire": the advisory lock id for migrations on PostgreSQL
 
