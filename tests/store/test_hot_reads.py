@@ -87,7 +87,10 @@ async def test_reads_go_on_while_the_event_loop_is_busy(db_url: str) -> None:
                 tg.start_soon(read)
             await anyio.lowlevel.checkpoint()
             await anyio.lowlevel.checkpoint()
-            time.sleep(0.3)  # noqa: ASYNC251 - the loop busy on purpose
+            # The loop busy on purpose, for long enough that the reader pool's first connections are made meanwhile
+            # too: on a loaded machine, right after a test restarted PostgreSQL, 0.3 s was not always enough for
+            # them (the reads all ran after it, on the reader's loop all the same).
+            time.sleep(2.0)  # noqa: ASYNC251
             loop_free = time.monotonic()
         assert found == ["alice"] * 40
         assert sum(at < loop_free for at in executed) == 40, executed  # none needed the loop to be reached
