@@ -34,6 +34,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
     case,
     delete,
     exists,
@@ -141,6 +142,12 @@ class RunQueue(Protocol):
 
 
 _QUEUE_ORDER = (case((queued_runs.c.strategy == "interrupt", 0), else_=1), queued_runs.c.position)
+
+
+# Asked at every run's start and end (`RunManager`, through `SQLStore`): built once, with parameters.
+QUEUE_HEAD = select(queued_runs.c.id).where(queued_runs.c.chat_id == bindparam("b_chat")).limit(1)
+INTERRUPT_WAITING = (select(queued_runs.c.id).where(queued_runs.c.chat_id == bindparam("b_chat"),
+                                                   queued_runs.c.strategy == "interrupt").limit(1))
 
 
 def queued_from(row: Row[Any]) -> QueuedRun:

@@ -33,7 +33,8 @@ messages at once ran batches of 30 operations up to 20 times over, held the chat
 attempts, and deadlocked with each other for seconds. An operation whose refusals all come before its first write
 (`refuses_first`: a new chat's first run, refused only when its chat id is taken, which an `INSERT ... ON
 CONFLICT DO NOTHING` finds without failing a statement) needs no SAVEPOINT: its refusal leaves the transaction as
-it found it. That saves the SAVEPOINT and its RELEASE, two round trips to PostgreSQL, on every new chat.
+it found it. That saves the SAVEPOINT and its RELEASE, two round trips to PostgreSQL, on every new chat whose
+start shares a batch.
 
 An outage (`unavailable`: the database away, a disk refusing writes) or a failed commit fails the whole
 batch: each of its callers gets its own `StoreUnavailable` and retries as it would have (the runner does, see

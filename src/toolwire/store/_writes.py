@@ -237,6 +237,17 @@ class Writes:
         return chat_from(row) if row is not None else None
 
     @staticmethod
+    def set_chat_model(conn: Connection, *, user_id: str, chat_id: str, model: str | None) -> Chat | None:
+        # A setting, not news: `updated_at` (the order of the chat list) stays.
+        row = conn.execute(update(chats).where(chats.c.id == chat_id, chats.c.user_id == user_id)
+                           .values(model=model).returning(*chats.c)).first()
+        return chat_from(row) if row is not None else None
+
+    @staticmethod
+    def record_run_model(conn: Connection, *, run_id: str, model: str) -> None:
+        conn.execute(update(runs).where(runs.c.id == run_id).values(model=model))
+
+    @staticmethod
     def delete_chat(conn: Connection, user_id: str, chat_id: str) -> bool:
         owned = conn.execute(select(chats.c.id).where(chats.c.id == chat_id, chats.c.user_id == user_id)).first()
         if owned is None:

@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
-from sqlalchemy import Connection, Engine, Row, bindparam, func, select, update
+from sqlalchemy import Connection, Engine, Row, bindparam, func, select
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -58,6 +58,8 @@ from ._engine import (
 from ._lookups import LOOKUP_CACHE_SECONDS, Lookups
 from ._protocol import ApprovalsIncomplete, ChatIdTaken
 from ._queue import (
+    INTERRUPT_WAITING,
+    QUEUE_HEAD,
     Promoted,
     Queued,
     QueuedRun,
@@ -460,12 +462,12 @@ class SQLStore:
 
     @_shielded
     async def set_chat_model(self, user_id: str, chat_id: str, model: str | None) -> Chat | None:
-        return await self._write(partial(_set_chat_model, user_id=user_id, chat_id=chat_id, model=model),
+        return await self._write(partial(Writes.set_chat_model, user_id=user_id, chat_id=chat_id, model=model),
                                  after_commit=self._chats_put)
 
     @_shielded
     async def record_run_model(self, run_id: str, model: str) -> None:
-        await self._write(partial(_record_run_model, run_id=run_id, model=model))
+        await self._write(partial(Writes.record_run_model, run_id=run_id, model=model))
 
     @_shielded
     async def search_chats(self, user_id: str, query: str, *, limit: int = 20, offset: int = 0) -> list[SearchHit]:
@@ -706,7 +708,7 @@ class SQLStore:
     @_shielded
     async def promote_queued(self, chat_id: str, *, owner: str, lease_seconds: float) -> Promoted | None:
         # Asked after every run's end: a read first, so that a chat with no queue (nearly all) costs no write.
-        if not await self._select(_QUEUE_HEAD, {"b_chat": chat_id}):
+        if not await self._select(QUEUE_HEAD, {"b_chat": chat_id}):
             return None
         promoted, _ = await self._write(partial(promote, self._writes, chat_id=chat_id, owner=owner,
                                                 lease_seconds=lease_seconds), after_commit=self._chats_put_second)
@@ -726,7 +728,7 @@ class SQLStore:
 
     @_shielded
     async def interrupt_waiting(self, chat_id: str) -> bool:
-        return bool(await self._select(_INTERRUPT_WAITING, {"b_chat": chat_id}))
+        return bool(await self._select(INTERRUPT_WAITING, {"b_chat": chat_id}))
 
     @_shielded
     async def cancel_queued(self, chat_id: str, run_id: str) -> bool:
@@ -791,19 +793,4 @@ _USER_FOR_TOKEN = (select(users.c.id, users.c.name).join(api_tokens, api_tokens.
 _CHAT_BY_ID = select(chats).where(chats.c.id == bindparam("b_chat"))
 _RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message", "step_text")]
 """What `run_from` reads (a run's saved state can be large and stays behind)."""
-# Asked at every run's start and end (`RunManager`): built once, with parameters, like the lookups above.
-_QUEUE_HEAD = select(queued_runs.c.id).where(queued_runs.c.chat_id == bindparam("b_chat")).limit(1)
-_INTERRUPT_WAITING = (select(queued_runs.c.id).where(queued_runs.c.chat_id == bindparam("b_chat"),
-                                                    queued_runs.c.strategy == "interrupt").limit(1))
 _ACTIVE_RUN = select(*_RUN_COLUMNS).where(runs.c.chat_id == bindparam("b_chat"), runs.c.status == "running")
-
-
-def _set_chat_model(conn: Connection, *, user_id: str, chat_id: str, model: str | None) -> Chat | None:
-    # A setting, not news: `updated_at` (the order of the chat list) stays.
-    row = conn.execute(update(chats).where(chats.c.id == chat_id, chats.c.user_id == user_id)
-                       .values(model=model).returning(*chats.c)).first()
-    return chat_from(row) if row is not None else None
-
-
-def _record_run_model(conn: Connection, *, run_id: str, model: str) -> None:
-    conn.execute(update(runs).where(runs.c.id == run_id).values(model=model))
