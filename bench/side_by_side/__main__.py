@@ -452,6 +452,10 @@ def parse_args() -> argparse.Namespace:
                         help="cap each server process at this fraction of a core (a cgroup each; needs root)")
     parser.add_argument("--per-replica", action="store_true",
                         help="N is chats per replica: a server of two replicas gets 2 N")
+    parser.add_argument("--repeat", type=int, default=1, metavar="K",
+                        help="run every server K times at each N, in rounds (each round every server once, in turn); "
+                             "the report adds each server's median over the rounds of its ratios to that round's "
+                             "floor and AI SDK (default 1)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small N, short chats")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: bench/results, "
                                                                 "--quick: bench/results/quick)")
@@ -483,12 +487,21 @@ def main() -> None:
     args = parse_args()
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit[1], limit[1]))
-    outcomes = [run_one(kind, chats * (kind.replicas if args.per_replica else 1), args)
-                for chats in args.sizes for kind in args.kinds]
+    results = []
+    for chats in args.sizes:
+        # Rounds, not K passes of one server then K of the next: whatever else slows the machine for a while
+        # (its neighbours, a cron job) then falls on every server of a round alike, and a ratio within a round
+        # cancels it out.
+        for round_ in range(1, args.repeat + 1):
+            for kind in args.kinds:
+                summary = run_one(kind, chats * (kind.replicas if args.per_replica else 1), args).summary()
+                if args.repeat > 1:
+                    summary["round"] = round_
+                results.append(summary)
     from bench.side_by_side.report import write
 
     command = " ".join(["bench/side_by_side/run", *sys.argv[1:]])
-    print(f"Results: {write([outcome.summary() for outcome in outcomes], args, command)}")
+    print(f"Results: {write(results, args, command)}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,21 @@ def _number(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _by_size(results: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, Mapping[str, Any]]]:
-    sizes: dict[int, dict[str, Mapping[str, Any]]] = {}
+Pass = tuple[int, int | None]
+"""A pass's N, and its round of `--repeat` (`None` for a run of one round)."""
+
+
+def _by_size(results: Iterable[Mapping[str, Any]]) -> dict[Pass, dict[str, Mapping[str, Any]]]:
+    sizes: dict[Pass, dict[str, Mapping[str, Any]]] = {}
     for result in results:
         if not result.get("skipped"):
-            sizes.setdefault(result["chats"], {})[result["kind"]] = result
-    return dict(sorted(sizes.items()))
+            sizes.setdefault((result["chats"], result.get("round")), {})[result["kind"]] = result
+    return dict(sorted(sizes.items(), key=lambda item: (item[0][0], item[0][1] or 0)))
+
+
+def _title(key: Pass) -> str:
+    chats, round_ = key
+    return f"N = {chats:,}" + (f", round {round_}" if round_ else "")
 
 
 def _result_row(result: Mapping[str, Any], floor: Mapping[str, Any] | None) -> str:
@@ -79,9 +89,10 @@ def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
 
-def _goals(sizes: Mapping[int, Mapping[str, Mapping[str, Any]]]) -> list[str]:
+def _goals(sizes: Mapping[Pass, Mapping[str, Mapping[str, Any]]]) -> list[str]:
     lines = []
-    for chats, kinds in sizes.items():
+    for key, kinds in sizes.items():
+        chats = key[0]
         floor, ai_sdk = kinds.get(FLOOR), kinds.get("ai-sdk")
         for name in ONE_PROCESS:
             mine = kinds.get(name)
@@ -101,13 +112,52 @@ def _goals(sizes: Mapping[int, Mapping[str, Mapping[str, Any]]]) -> list[str]:
                 checks.append(f"stuck / errors / lost {mine['stuck']} / {mine['errors']} / {mine['lost']} "
                               f"{_mark(clean)}")
             if checks:
-                lines.append(f"- N = {chats:,}, {mine['label']}: " + "; ".join(checks))
+                lines.append(f"- {_title(key)}, {mine['label']}: " + "; ".join(checks))
         one, two = kinds.get("toolwire-redis-1"), kinds.get("toolwire-redis-2")
         if one and two:
-            lines.append(f"- N = {chats:,}, PostgreSQL + Redis: p99 {_number(one['latency_ms']['p99'])} ms on one "
+            lines.append(f"- {_title(key)}, PostgreSQL + Redis: p99 {_number(one['latency_ms']['p99'])} ms on one "
                          f"replica, {_number(two['latency_ms']['p99'])} ms on two (stuck {one['stuck']} / "
                          f"{two['stuck']}); two replicas carry 1.8x one's chats when two's p99 at 1.8 N is at most "
                          "one's at N")
+    return lines
+
+
+def _over_rounds(sizes: Mapping[Pass, Mapping[str, Mapping[str, Any]]]) -> list[str]:
+    """With `--repeat`: per N and server, its ratio to the floor within each round (the floor ran in the same round,
+    minutes apart, so what slowed the machine for a while slowed both) and the median of those; and how many rounds
+    its p99 was at or below the AI SDK's of the same round. One pass at N = 200 moves by a quarter from one run to the
+    next (the floor's own CPU per chat measured 13 to 20 ms in three runs), which a median of paired ratios evens
+    out."""
+    rounds: dict[int, list[Mapping[str, Mapping[str, Any]]]] = {}
+    for (chats, round_), kinds in sizes.items():
+        if round_:
+            rounds.setdefault(chats, []).append(kinds)
+    lines = []
+    for chats, passes in rounds.items():
+        if len(passes) < 2:
+            continue
+        for name in ONE_PROCESS:
+            checks = []
+            for measure, what in (("cpu_ms_per_chat", "CPU per chat"), ("cpu_ms_per_delta", "CPU per delta")):
+                paired = [kinds[name][measure] / kinds[FLOOR][measure] for kinds in passes
+                          if name in kinds and FLOOR in kinds and (kinds[name][measure] or 0) > 0
+                          and (kinds[FLOOR][measure] or 0) > 0]
+                if paired:
+                    median = statistics.median(paired)
+                    checks.append(f"{what} ÷ the floor's " + ", ".join(f"{times:.2f}x" for times in paired)
+                                  + f", median **{median:.2f}x** {_mark(median <= GOALS['cpu_ratio'])}")
+            if chats in GOALS["p99_sizes"]:
+                p99s = [(kinds[name]["latency_ms"]["p99"], kinds["ai-sdk"]["latency_ms"]["p99"]) for kinds in passes
+                        if name in kinds and "ai-sdk" in kinds and kinds[name]["latency_ms"]["p99"] is not None
+                        and kinds["ai-sdk"]["latency_ms"]["p99"] is not None]
+                if p99s:
+                    below = sum(mine <= theirs for mine, theirs in p99s)
+                    checks.append(f"p99 at or below the AI SDK's in {below} of {len(p99s)} rounds (median "
+                                  f"{statistics.median(m for m, _ in p99s):,.1f} vs "
+                                  f"{statistics.median(t for _, t in p99s):,.1f} ms) {_mark(below * 2 > len(p99s))}")
+            if checks:
+                label = next(kinds[name]["label"] for kinds in passes if name in kinds)
+                lines.append(f"- N = {chats:,}, {label}, over {len(passes)} rounds: " + "; ".join(checks))
     return lines
 
 
@@ -166,9 +216,9 @@ def markdown(run: Mapping[str, Any]) -> str:
     skipped = [r for r in results if r.get("skipped")]
     if skipped:
         lines += [f"Not run: {r['label']} at N = {r['chats']}: {r['skipped']}" for r in skipped] + [""]
-    for chats, kinds in sizes.items():
+    for key, kinds in sizes.items():
         floor = kinds.get(FLOOR)
-        lines += [f"### N = {chats:,} concurrent chats", "",
+        lines += [f"### {_title(key)}: concurrent chats", "",
                   "| server | finished / **stuck** | errors | deltas lost | added latency p50 / **p99** (ms) | "
                   "chat time p50 / p99 (s) | CPU ms per chat | CPU ms per delta | fixed CPU ms per chat | CPU per chat ÷ floor | p99 ÷ floor | "
                   "RSS peak (growth), MB | server cores | load average before |",
@@ -178,13 +228,13 @@ def markdown(run: Mapping[str, Any]) -> str:
     lines += ["### Ratios to the floor and to each peer", "",
               "CPU per chat, per delta and fixed per chat, and p99 added latency, of each server divided by the "
               "floor's and each peer's at the same N (below 1: cheaper or faster).", ""]
-    for chats, kinds in sizes.items():
+    for key, kinds in sizes.items():
         header = ["server"] + [f"{measure} ÷ {name}" for measure in ("CPU/chat", "CPU/delta", "fixed CPU", "p99")
                                for name in ("floor", *PEERS.values())]
-        lines += [f"N = {chats:,}:", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += [f"{_title(key)}:", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += [_ratio_row(result, kinds) for name, result in kinds.items() if name != FLOOR]
         lines.append("")
-    goals = _goals(sizes) + _scaling(results)
+    goals = _over_rounds(sizes) + _goals(sizes) + _scaling(results)
     if goals:
         lines += ["### Issue #22's targets", "", *goals, ""]
     return "\n".join(lines)

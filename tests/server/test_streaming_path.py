@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from tests.server.support import IN_PROCESS_TOKEN, Event, read_events
 from tests.server.test_publishing import RecordingLog, _bodies
 from toolwire import Agent, Tool, get_model, tool
-from toolwire.server import ChatContext, ServerConfig, create_app
+from toolwire.server import ChatContext, ServerConfig, create_app, runner as runner_module
 from toolwire.store import SQLStore
 
 pytestmark = pytest.mark.anyio
@@ -117,7 +117,9 @@ async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None
 
 
 async def test_a_tool_result_reaches_followers_before_its_journal_write_commits_and_run_finished_after(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The journal writes at once: with its linger, this quick tool's round is stored before anything is journaled.
+    monkeypatch.setattr(runner_module, "JOURNAL_LINGER_SECONDS", 0.0)
     store = HeldStore(f"sqlite:///{tmp_path / 'app.db'}")
     async with serving(store, tmp_path) as client:
         chat = (await client.post("/api/chats", json={})).json()["id"]

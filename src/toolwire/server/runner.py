@@ -123,6 +123,11 @@ writes queued at 1,000 chats on PostgreSQL, bench/side_by_side) were delaying th
 requests wait for. A checkpoint due by size is written all the same; a crash meanwhile loses more of the step's
 text, which is all a checkpoint keeps."""
 
+JOURNAL_LINGER_SECONDS = 0.5
+"""How long the run's journal waits before it writes a round's message, calls and results (server/journal.py): a
+round whose tools all answer within it is stored whole before then, and its journal entries are never written.
+Entries whose loss would run a tool twice (the result of a call `_record_call` committed) are written at once."""
+
 _BATCH = 8
 """The most events published in one append while more are waiting: followers run at least this often during
 a burst, so they keep up with it even when the log keeps only a few dozen events per chat."""
@@ -187,7 +192,7 @@ class Runner:
         self._pending: deque[Saved] = deque()
         self._out: list[LogEntry] = []
         """Entries numbered and not yet appended to the log (appended in order, every one, by `_flush`)."""
-        self._journal = Journal(self._write_journal)
+        self._journal = Journal(self._write_journal, linger=JOURNAL_LINGER_SECONDS)
         self._stored_calls: set[str] = set()
         """Ids of the calls whose round is committed or on its way to the store: their journal entries are no longer
         written (recovery leaves a committed round's calls alone), so a round the agent stores before the journal task
@@ -238,6 +243,7 @@ class Runner:
             for part in message.parts:
                 if isinstance(part, (ToolCallPart, InvalidToolCallPart)):
                     self._stored_calls.add(part.id)
+        self._journal.round_stored()
 
     def _saved(self, saved: Saved) -> None:
         """A round's rows are committed (called by the memory, in the agent's task, right after the commit)."""
@@ -566,7 +572,8 @@ class Runner:
             assert isinstance(event, ToolResultEvent)
             safe = without_data(self.policy.result(event.result))  # bytes go to the blob store, not to followers
             self._results.append(safe)
-            self._journal.add_result(safe)
+            # A call committed before its tool started must not lose its result: it would not run again.
+            self._journal.add_result(safe, urgent=safe.call_id in self._recorded)
             if safe is not event.result:
                 event = ToolResultEvent(result=safe, duration=event.duration, metadata=event.metadata)
         elif kind is MessageEndEvent:
