@@ -83,8 +83,9 @@ async def test_metrics_move_during_and_after_a_run(serve: Callable[..., ServerPr
         assert value(after, "toolwire_events_published_total") == len(events)
         assert value(after, "toolwire_runs_finished_total", status="completed") == 1
         assert value(after, "toolwire_runs_finished_total", status="failed") == 0
-        assert value(after, "toolwire_store_operation_seconds_count", operation="finish_run") == 1
-        assert value(after, "toolwire_store_operation_seconds_sum", operation="finish_run") > 0
+        # The run's end, written with its answer (`RunMemory.answer`).
+        assert value(after, "toolwire_store_operation_seconds_count", operation="finish_run_storing") == 1
+        assert value(after, "toolwire_store_operation_seconds_sum", operation="finish_run_storing") > 0
         # The journal: the call, written while the tool was held (its result may come after its round's commit, and
         # is then not journaled at all).
         assert value(after, "toolwire_store_operation_seconds_count", operation="record_journal") >= 1

@@ -52,6 +52,10 @@ class HeldStore(SQLStore):
         self.order.append("finish_run")
         return await super().finish_run(run_id, **fields)
 
+    async def finish_run_storing(self, run_id: str, **fields: Any) -> Any:  # the run's end with its answer
+        self.order.append("finish_run")
+        return await super().finish_run_storing(run_id, **fields)
+
 
 @asynccontextmanager
 async def serving(store: SQLStore, folder: Path, log: RecordingLog | None = None, *,
@@ -142,9 +146,9 @@ async def test_a_tool_result_reaches_followers_before_its_journal_write_commits_
             await until("tool_result", lambda e: e.type == "tool_result")
             assert not store.release.is_set()  # so its journal write has not committed
             await until("the held write", lambda e: store.held.is_set())
-            # The rest of the run streams too (the final answer, its rows), all but `run_finished`, which waits
-            # for the held journal write.
-            await until("the last step's end", lambda e: e.type == "step_finished" and e.data["step"] == 1)
+            # The rest of the run streams too (the final answer), all but what comes with the run's end (the
+            # answer's rows, its step's end, `run_finished`), which waits for the held journal write.
+            await until("the answer", lambda e: e.type == "message_end" and e.data["step"] == 1)
             await anyio.sleep(0.5)
             assert "finish_run" not in store.order
             assert "run_finished" not in [e.type for e in seen]

@@ -20,7 +20,7 @@ from .events import usage_dict
 from .file_parts import keep_result_files, resolve
 from .limits import ResultPolicy
 
-__all__ = ["RETRY_FIRST", "STORE_RETRY_SECONDS", "RunMemory", "Saved", "durably"]
+__all__ = ["RETRY_FIRST", "STORE_RETRY_SECONDS", "Answer", "RunMemory", "Saved", "durably"]
 
 logger = logging.getLogger("toolwire.server")
 
@@ -60,6 +60,13 @@ async def durably(write: Callable[[], Awaitable[_T]], *, seconds: float, what: s
         return result
 
 @dataclass(slots=True, kw_only=True)
+class Answer:
+    """A run's answer held for its end (`RunMemory.answer`): as the agent committed it, and as it is stored."""
+    messages: list[Message]
+    safe: list[Message]
+
+
+@dataclass(slots=True, kw_only=True)
 class Saved:
     messages: list[Message]
     rows: list[MessageRow]
@@ -69,7 +76,8 @@ class Saved:
 class RunMemory:
     """The chat as one run's agent sees it: `load` the history, `append` rows tagged with the run.
 
-    Appends are shielded: a round the agent hands over while being cancelled is still written whole.
+    Appends are shielded: a round the agent hands over while being cancelled is still written whole. The run's
+    answer is not written by its append but held (`answer`) for the run's end, which writes it.
     """
 
     def __init__(self, store: Store, *, chat_id: str, run_id: str, policy: ResultPolicy,
@@ -97,6 +105,10 @@ class RunMemory:
         self.unsaved: list[Message] | None = None
         """A round the store could not take (it was away for longer than the retries): the run writes it at
         its end."""
+        self.answer: Answer | None = None
+        """The run's answer (a round without calls), held for the run's end, which stores it in the transaction
+        that records the end (`Runner._finish`): one commit a run less, and nothing waits for it in between (the
+        agent's next step is the run's end). An append after it (an output retry asking again) stores it first."""
 
     def _check(self, conversation_id: str | None) -> None:
         if conversation_id not in (None, self.chat_id):
@@ -122,6 +134,18 @@ class RunMemory:
         if self._files is not None:  # a tool's files become blobs: the row keeps references only
             with anyio.CancelScope(shield=True):
                 safe = await keep_result_files(safe, self._files, user_id=self._user_id, chat_id=self.chat_id)
+        if self.answer is not None:  # the model is asked again: what it answered is stored before that request
+            held, self.answer = self.answer, None
+            await self._commit_round(held.messages, held.safe)
+        last = safe[-1] if safe else None
+        if last is not None and last.role == "assistant" and not (last.tool_calls or last.invalid_tool_calls):
+            self.answer = Answer(messages=list(messages), safe=safe)
+            self.answered = True
+            return
+        await self._commit_round(list(messages), safe)
+
+    async def _commit_round(self, messages: list[Message], safe: list[Message]) -> None:
+        """One round committed (retried while the store is away), then reported (`notify`)."""
         if self._storing is not None:
             self._storing(safe)
         try:
@@ -134,10 +158,8 @@ class RunMemory:
         except StoreUnavailable:  # away for longer than the retries: kept for the run's end
             self.unsaved = safe
             raise
-        last = safe[-1] if safe else None
-        self.answered = last is not None and last.role == "assistant" and not (last.tool_calls
-                                                                               or last.invalid_tool_calls)
-        self._notify(Saved(messages=list(messages), rows=rows))
+        self.answered = False
+        self._notify(Saved(messages=messages, rows=rows))
 
     async def claim_resume(self, state_id: str, conversation_id: str | None = None) -> bool:
         """The store's once-only claim of a saved state (for agents that resume through their memory)."""

@@ -30,6 +30,9 @@ Nothing that streams waits for a commit it does not need (the decisions, and why
   later one without the earlier. The wait is one commit per round (one batch of the store's group
   commit), and it holds up no event: the round's events are already out, and the next ones do not exist
   before the request is sent.
+- **The answer is stored with the run's end.** The agent's last round (a message without calls) is held by the
+  memory (`RunMemory.answer`) and written in the transaction that records the run's end: nothing waits for it in
+  between, and it is one commit a run less. An output retry stores it before asking the model again.
 - **`message_saved` waits for its commit** (it is published when the append returns), and
   **`run_finished` waits for everything of the run**: the journal task is drained, then the run's row is
   written, then `run_finished` is published (last).
@@ -67,7 +70,7 @@ from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError,
 from ..memory import ChatMemory
 from ..messages import InvalidToolCallPart, Message, ToolCallPart, ToolResultPart
 from ..store import Continued, RunStatus, Store, StoreUnavailable, User
-from ..store._recovery import INTERRUPTED, ContinuedRound, interrupted_round
+from ..store._recovery import INTERRUPTED, ContinuedRound, interrupted_round, rows_for
 from ..store.blobs import Files
 from .approvals import part_dicts, record_pause
 from .eventlog import LogEntry
@@ -213,6 +216,9 @@ class Runner:
         self._results: list[ToolResultPart] = []
         self._committed: list[Message] = []
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
+        self._finish_storing = getattr(store, "finish_run_storing", None)
+        """The store's one transaction for a run's answer and its end, where it has one (`SQLStore`); other stores
+        take the two writes in turn."""
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy, notify=self._saved,
                                 retry_seconds=retry_seconds, files=files, user_id=user.id, history=history,
                                 storing=self._storing)
@@ -661,16 +667,32 @@ class Runner:
             logger.log(logging.ERROR if unexpected else logging.WARNING, "Run %s of chat %s failed: %s", self.run_id,
                        self.chat_id, outcome.error, exc_info=outcome.error if unexpected else None, extra=self._ids())
         left = self._left_over(outcome)
+        answer = self.memory.answer
         try:
-            if left:
-                rows = await self._durably("storing the run's last round", partial(
-                    self.store.append_messages, self.chat_id, left, run_id=self.run_id), seconds)
+            if left and answer is not None and left is answer.safe and self._finish_storing is not None:
+                # The answer and the run's end in one transaction. Its events come after it (the rows, the step's
+                # end, `run_finished`), so the count it records is that of the events about to be numbered.
+                count = self.publisher.published + len(rows_for(left)) + (self._step is not None) + 1
+                rows, finished = await self._durably("recording the run's answer and its end", partial(
+                    self._finish_storing, self.run_id, chat_id=self.chat_id, messages=left, status=status,
+                    usage=usage, error=error, steps=self._steps, event_count=count), seconds)
                 left = None
-                for row in rows:
-                    await self.publisher.run_event("message_saved", None, row=row.to_dict())
-            finished = await self._durably("recording the run's end", partial(
-                self.store.finish_run, self.run_id, status=status, usage=usage, error=error, steps=self._steps,
-                event_count=self.publisher.published + 1), seconds)
+                self._publish_saved(Saved(messages=answer.messages, rows=rows))
+                await self._flush()
+            else:
+                if left:
+                    rows = await self._durably("storing the run's last round", partial(
+                        self.store.append_messages, self.chat_id, left, run_id=self.run_id), seconds)
+                    if answer is not None and left is answer.safe:
+                        self._publish_saved(Saved(messages=answer.messages, rows=rows))
+                        await self._flush()
+                    else:
+                        for row in rows:
+                            await self.publisher.run_event("message_saved", None, row=row.to_dict())
+                    left = None
+                finished = await self._durably("recording the run's end", partial(
+                    self.store.finish_run, self.run_id, status=status, usage=usage, error=error, steps=self._steps,
+                    event_count=self.publisher.published + 1), seconds)
         except StoreUnavailable:
             if outcome.cancelled == "shutdown":
                 raise
@@ -692,6 +714,8 @@ class Runner:
         for a run a failure ended mid-answer (a provider error), the text it had streamed in a step without
         calls: the agent keeps such a message in the run but not in its memory, and it is stored here, marked
         incomplete, so that a reload shows what the person saw."""
+        if self.memory.answer is not None:  # held for the end (see `RunMemory.answer`), the run's last round
+            return self.memory.answer.safe
         if self.memory.unsaved is not None:
             return self.memory.unsaved
         if _store_outage(outcome.error) is None:

@@ -463,19 +463,6 @@ class Writes:
     def record_step_text(conn: Connection, run_id: str, step: int, text: str) -> None:
         conn.execute(_RECORD_STEP_TEXT, {"b_run": run_id, "b_text": _dumps({"step": step, "text": text})})
 
-    @staticmethod
-    def record_step_message(conn: Connection, run_id: str, message_json: str) -> None:
-        conn.execute(_RECORD_STEP, {"b_run": run_id, "b_message": message_json})
-
-    def record_tool_call(self, conn: Connection, run_id: str, call_id: str, call_json: str, now: datetime) -> None:
-        conn.execute(self._record_call, {"run_id": run_id, "call_id": call_id, "call_json": call_json,
-                                         "created_at": now})
-
-    def record_tool_result(self, conn: Connection, run_id: str, call_id: str, result_json: str,
-                           now: datetime) -> None:
-        conn.execute(self._record_result, {"run_id": run_id, "call_id": call_id, "result_json": result_json,
-                                           "created_at": now})
-
     def record_journal(self, conn: Connection, run_id: str, calls: Sequence[tuple[str, str]],
                        results: Sequence[tuple[str, str]], step_message: str | None, now: datetime) -> None:
         """Several journal entries (call id and JSON of each call and result) in one operation; the calls first, so

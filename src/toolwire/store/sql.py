@@ -489,7 +489,7 @@ class SQLStore:
         if chat is not None:
             self._chats.put(chat.id, chat)
 
-    def _chats_put_second(self, value: tuple[Any, Chat | None] | None) -> None:
+    def _chats_put_second(self, value: tuple[Any, Chat | None, *tuple[Any, ...]] | None) -> None:
         if value is not None:
             self._chats_put(value[1])
 
@@ -649,21 +649,14 @@ class SQLStore:
         self.writer.ride(f"step_text:{run_id}", partial(Writes.record_step_text, run_id=run_id, step=step, text=text),
                          chat=self._run_chats.get(run_id, ""))
 
-    @_shielded
     async def record_step_message(self, run_id: str, message: Message) -> None:
-        await self._write(partial(Writes.record_step_message, run_id=run_id, message_json=message.to_json().decode()),
-                          run_id=run_id)
+        await self.record_journal(run_id, step_message=message)
 
-    @_shielded
     async def record_tool_call(self, run_id: str, call: ToolCallPart) -> None:
-        await self._write(partial(self._writes.record_tool_call, run_id=run_id, call_id=call.id,
-                                  call_json=call_adapter.dump_json(call).decode(), now=utc_now()), run_id=run_id)
+        await self.record_journal(run_id, calls=[call])
 
-    @_shielded
     async def record_tool_result(self, run_id: str, result: ToolResultPart) -> None:
-        await self._write(partial(self._writes.record_tool_result, run_id=run_id, call_id=result.call_id,
-                                  result_json=result_adapter.dump_json(result).decode(), now=utc_now()),
-                          run_id=run_id)
+        await self.record_journal(run_id, results=[result])
 
     @_shielded
     async def record_journal(self, run_id: str, *, calls: Sequence[ToolCallPart] = (),
@@ -688,6 +681,19 @@ class SQLStore:
         return self._forgets(run_id, await self._write(partial(
             Writes.close_run, run_id=run_id, status=status, usage=usage, error=error, steps=steps,
             event_count=event_count), run_id=run_id))
+
+    @_shielded
+    async def finish_run_storing(self, run_id: str, *, chat_id: str, messages: Sequence[Message], status: RunStatus,
+                                 usage: Mapping[str, Any] | None, error: Mapping[str, Any] | None, steps: int,
+                                 event_count: int | None) -> tuple[list[MessageRow], bool]:
+        """The run's last round (`append_messages`) and its end (`finish_run`) in one transaction: the server holds
+        a run's answer for its end (`RunMemory.answer`), one commit instead of two."""
+        def write(conn: Connection) -> tuple[list[MessageRow], Chat | None, bool]:
+            rows, chat = self._writes.insert_rows(conn, chat_id, rows_for(messages), run_id=run_id)
+            return rows, chat, Writes.close_run(conn, run_id, status=status, usage=usage, error=error, steps=steps,
+                                                event_count=event_count)
+        rows, _, finished = await self._write(write, run_id=run_id, after_commit=self._chats_put_second)
+        return rows, self._forgets(run_id, finished)
 
     # -- queued runs (double texting, `_queue.py`) ---------------------------------------------
 
