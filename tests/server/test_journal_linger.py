@@ -9,6 +9,8 @@ write, and a slow tool's call is journaled while the tool still runs.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +62,19 @@ def result(call_id: str) -> ToolResultPart:
 STEP = Message(role="assistant", parts=[TextPart(text="Let me look."), call("a")])
 
 
-async def test_entries_linger_until_the_round_goes_to_the_store() -> None:
+@asynccontextmanager
+async def lingering() -> AsyncIterator[tuple[Journal, Writes]]:
+    """A journal with a linger no test waits out, its task running; ended (and its task done) on the way out."""
     writes = Writes()
     journal = Journal(writes, linger=LONG)
     async with anyio.create_task_group() as tg:
         tg.start_soon(journal.run)
+        yield journal, writes
+        journal.end()
+
+
+async def test_entries_linger_until_the_round_goes_to_the_store() -> None:
+    async with lingering() as (journal, writes):
         journal.add_step(STEP)
         journal.add_call(call("a"))
         journal.add_result(result("a"))
@@ -73,14 +83,10 @@ async def test_entries_linger_until_the_round_goes_to_the_store() -> None:
         journal.round_stored()
         await writes.until(1)
         assert writes.done == [(["a"], ["a"], True)]  # all at once (the runner leaves out what the round holds)
-        journal.end()
 
 
 async def test_an_urgent_result_and_a_waiting_caller_are_written_at_once() -> None:
-    writes = Writes()
-    journal = Journal(writes, linger=LONG)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(journal.run)
+    async with lingering() as (journal, writes):
         journal.add_call(call("a"))
         journal.add_result(result("a"), urgent=True)
         await writes.until(1)
@@ -89,14 +95,10 @@ async def test_an_urgent_result_and_a_waiting_caller_are_written_at_once() -> No
         with anyio.fail_after(5):
             await journal.drained()  # hurries what it waits for
         assert writes.done[-1] == (["b"], [], False)
-        journal.end()
 
 
 async def test_a_round_with_a_recorded_call_does_not_linger_until_it_is_stored() -> None:
-    writes = Writes()
-    journal = Journal(writes, linger=LONG)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(journal.run)
+    async with lingering() as (journal, writes):
         with anyio.fail_after(5):
             await journal.record_call(call("a"))  # a tool that must not run twice: committed before it starts
         journal.add_step(STEP)  # the consumer's entries of the same round come after it

@@ -69,7 +69,7 @@ from ..events import Event, MessageEndEvent, TextDelta, ToolResultEvent, ToolSta
 from ..exceptions import MaxStepsExceeded, OutputValidationError, ProviderError, ToolwireError, UserError
 from ..memory import ChatMemory
 from ..messages import InvalidToolCallPart, Message, ToolCallPart, ToolResultPart
-from ..store import Continued, RunStatus, Store, StoreUnavailable, User
+from ..store import Continued, MessageRow, RunStatus, Store, StoreUnavailable, User
 from ..store._recovery import INTERRUPTED, ContinuedRound, interrupted_round, rows_for
 from ..store.blobs import Files
 from .approvals import part_dicts, record_pause
@@ -78,7 +78,7 @@ from .events import RunPublisher, usage_dict
 from .file_parts import without_data
 from .journal import Journal
 from .limits import RateLimiter, ResultPolicy
-from .run_memory import RETRY_FIRST, STORE_RETRY_SECONDS, RunMemory, Saved, durably
+from .run_memory import RETRY_FIRST, STORE_RETRY_SECONDS, Answer, RunMemory, Saved, durably
 from .signals import CancelReason, RunWatch
 
 __all__ = ["AgentFactory", "ChatContext", "RunMemory", "Runner"]
@@ -127,9 +127,8 @@ requests wait for. A checkpoint due by size is written all the same; a crash mea
 text, which is all a checkpoint keeps."""
 
 JOURNAL_LINGER_SECONDS = 0.5
-"""How long the run's journal waits before it writes a round's message, calls and results (server/journal.py): a
-round whose tools all answer within it is stored whole before then, and its journal entries are never written.
-Entries whose loss would run a tool twice (the result of a call `_record_call` committed) are written at once."""
+"""How long the run's journal waits before it writes a round's entries (server/journal.py): a round whose tools all
+answer within it is stored whole before then, and they are never written. Some are written at once (see there)."""
 
 _BATCH = 8
 """The most events published in one append while more are waiting: followers run at least this often during
@@ -216,9 +215,8 @@ class Runner:
         self._results: list[ToolResultPart] = []
         self._committed: list[Message] = []
         self._later: tuple[list[Message] | None, RunStatus, dict[str, str] | None, dict[str, Any] | None] | None = None
+        # The answer and the run's end in one transaction, where the store offers it (else two writes in turn).
         self._finish_storing = getattr(store, "finish_run_storing", None)
-        """The store's one transaction for a run's answer and its end, where it has one (`SQLStore`); other stores
-        take the two writes in turn."""
         self.memory = RunMemory(store, chat_id=chat_id, run_id=run_id, policy=policy, notify=self._saved,
                                 retry_seconds=retry_seconds, files=files, user_id=user.id, history=history,
                                 storing=self._storing)
@@ -667,29 +665,27 @@ class Runner:
             logger.log(logging.ERROR if unexpected else logging.WARNING, "Run %s of chat %s failed: %s", self.run_id,
                        self.chat_id, outcome.error, exc_info=outcome.error if unexpected else None, extra=self._ids())
         left = self._left_over(outcome)
-        answer = self.memory.answer
+        answer = self.memory.answer  # when set, it is `left` (the run's last round)
         try:
-            if left and answer is not None and left is answer.safe and self._finish_storing is not None:
+            if answer is not None and self._finish_storing is not None:
                 # The answer and the run's end in one transaction. Its events come after it (the rows, the step's
                 # end, `run_finished`), so the count it records is that of the events about to be numbered.
-                count = self.publisher.published + len(rows_for(left)) + (self._step is not None) + 1
+                count = self.publisher.published + len(rows_for(answer.safe)) + (self._step is not None) + 1
                 rows, finished = await self._durably("recording the run's answer and its end", partial(
-                    self._finish_storing, self.run_id, chat_id=self.chat_id, messages=left, status=status,
+                    self._finish_storing, self.run_id, chat_id=self.chat_id, messages=answer.safe, status=status,
                     usage=usage, error=error, steps=self._steps, event_count=count), seconds)
                 left = None
-                self._publish_saved(Saved(messages=answer.messages, rows=rows))
-                await self._flush()
+                await self._publish_answer(answer, rows)
             else:
                 if left:
                     rows = await self._durably("storing the run's last round", partial(
                         self.store.append_messages, self.chat_id, left, run_id=self.run_id), seconds)
-                    if answer is not None and left is answer.safe:
-                        self._publish_saved(Saved(messages=answer.messages, rows=rows))
-                        await self._flush()
+                    left = None
+                    if answer is not None:
+                        await self._publish_answer(answer, rows)
                     else:
                         for row in rows:
                             await self.publisher.run_event("message_saved", None, row=row.to_dict())
-                    left = None
                 finished = await self._durably("recording the run's end", partial(
                     self.store.finish_run, self.run_id, status=status, usage=usage, error=error, steps=self._steps,
                     event_count=self.publisher.published + 1), seconds)
@@ -707,6 +703,11 @@ class Runner:
             status, error = "interrupted", _describe(_LeaseLost())
         await self.publisher.run_event("run_finished", None, status=status, usage=usage, error=error,
                                        steps=self._steps, duration=duration)
+
+    async def _publish_answer(self, answer: Answer, rows: list[MessageRow]) -> None:
+        """The held answer's rows, stored at the run's end, and its step's end, as a stored round's are."""
+        self._publish_saved(Saved(messages=answer.messages, rows=rows))
+        await self._flush()
 
     def _left_over(self, outcome: _Outcome) -> list[Message] | None:
         """What the run finished but the store did not take while it was away: the round the agent handed over,

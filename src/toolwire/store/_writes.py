@@ -116,7 +116,7 @@ def run_conflict(run: Run) -> RunConflict:
                        "GET /api/chats/{id}/stream, or cancel it, before sending a new message.", run=run)
 
 
-_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message", "step_text")]
+RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message", "step_text")]
 """What `run_from` reads (a run's saved state can be large and stays behind)."""
 
 _NOW = bindparam("b_now", type_=UTCDateTime())
@@ -392,7 +392,7 @@ class Writes:
 
     @staticmethod
     def run_where(conn: Connection, *conditions: Any) -> Run | None:
-        row = conn.execute(select(*_RUN_COLUMNS).where(*conditions)).first()
+        row = conn.execute(select(*RUN_COLUMNS).where(*conditions)).first()
         return run_from(row) if row is not None else None
 
     @staticmethod

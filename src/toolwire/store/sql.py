@@ -74,7 +74,6 @@ from ._queue import (
 )
 from ._reads import Reads
 from ._records import (
-    Approval,
     Chat,
     ChatPath,
     Continued,
@@ -93,14 +92,15 @@ from ._records import (
     utc_now,
 )
 from ._recovery import rows_for
-from ._schema import api_tokens, approvals, chats, messages, runs, users
+from ._run_reads import ACTIVE_RUN, run_summaries, run_where
+from ._schema import api_tokens, chats, messages, runs, users
 from ._search import search_chats
 from ._writer import WRITE_BATCH, Operation, Writer, run_batch
 from ._writes import (
     DEFAULT_USER,
+    RUN_COLUMNS,
     Earlier,
     Writes,
-    approval_from,
     call_adapter,
     chat_from,
     message_row_from,
@@ -597,22 +597,17 @@ class SQLStore:
     @_shielded
     async def get_run(self, chat_id: str, run_id: str) -> Run | None:
         async with self._read_one() as conn:
-            return await self._run_where(conn, runs.c.id == run_id, runs.c.chat_id == chat_id)
+            return await run_where(conn, runs.c.id == run_id, runs.c.chat_id == chat_id)
 
     @_shielded
     async def run_by_number(self, chat_id: str, run_number: int) -> Run | None:
         async with self._read_one() as conn:
-            return await self._run_where(conn, runs.c.chat_id == chat_id, runs.c.run_number == run_number)
+            return await run_where(conn, runs.c.chat_id == chat_id, runs.c.run_number == run_number)
 
     @_shielded
     async def active_run(self, chat_id: str) -> Run | None:
-        found = await self._select(_ACTIVE_RUN, {"b_chat": chat_id})
+        found = await self._select(ACTIVE_RUN, {"b_chat": chat_id})
         return run_from(found[0]) if found else None
-
-    @staticmethod
-    async def _run_where(conn: AsyncConnection, *conditions: Any) -> Run | None:
-        row = (await conn.execute(select(*_RUN_COLUMNS).where(*conditions))).first()
-        return run_from(row) if row is not None else None
 
     @_shielded
     async def paused_run(self, chat_id: str) -> PausedRun | None:
@@ -620,22 +615,8 @@ class SQLStore:
 
     @_shielded
     async def run_summaries(self, chat_id: str, *, after: int = 0) -> list[RunSummary]:
-        # Subqueries rather than lists of ids: a long chat has as many runs as it has messages.
-        run_ids = select(messages.c.run_id).where(messages.c.chat_id == chat_id, messages.c.sequence_number > after,
-                                                  messages.c.run_id.is_not(None))
         async with self._read() as conn:
-            found = [run_from(row) for row in await conn.execute(
-                select(*_RUN_COLUMNS).where(runs.c.chat_id == chat_id, runs.c.id.in_(run_ids))
-                .order_by(runs.c.run_number))]
-            decided: dict[str, list[Approval]] = {}
-            if any(run.resumed_from is not None for run in found):
-                paused_ids = select(runs.c.resumed_from).where(runs.c.chat_id == chat_id, runs.c.id.in_(run_ids))
-                query = (select(approvals).where(approvals.c.chat_id == chat_id, approvals.c.run_id.in_(paused_ids),
-                                                 approvals.c.status != "pending")
-                         .order_by(approvals.c.run_id, approvals.c.position))
-                for row in await conn.execute(query):
-                    decided.setdefault(row.run_id, []).append(approval_from(row))
-        return [RunSummary(run=run, decisions=decided.get(run.resumed_from or "", [])) for run in found]
+            return await run_summaries(conn, chat_id, after)
 
     @_shielded
     async def record_step_text(self, run_id: str, step: int, text: str) -> None:
@@ -756,8 +737,8 @@ class SQLStore:
 
     @_shielded
     async def expired_runs(self) -> list[Run]:
-        query = select(*_RUN_COLUMNS).where(runs.c.status == "running",
-                                            func.coalesce(runs.c.lease_expires_at, 0.0) < time.time())
+        query = select(*RUN_COLUMNS).where(runs.c.status == "running",
+                                           func.coalesce(runs.c.lease_expires_at, 0.0) < time.time())
         return [self._knows(run_from(row)) for row in await self._select(query)]
 
     @_shielded
@@ -797,6 +778,4 @@ only loses that ordering)."""
 _USER_FOR_TOKEN = (select(users.c.id, users.c.name).join(api_tokens, api_tokens.c.user_id == users.c.id)
                    .where(api_tokens.c.token_hash == bindparam("b_hash"), api_tokens.c.revoked_at.is_(None)))
 _CHAT_BY_ID = select(chats).where(chats.c.id == bindparam("b_chat"))
-_RUN_COLUMNS = [column for column in runs.c if column.name not in ("paused_state", "step_message", "step_text")]
-"""What `run_from` reads (a run's saved state can be large and stays behind)."""
-_ACTIVE_RUN = select(*_RUN_COLUMNS).where(runs.c.chat_id == bindparam("b_chat"), runs.c.status == "running")
+
